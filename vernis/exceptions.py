@@ -1,0 +1,129 @@
+"""Every exception Vernis raises on purpose, split by who must react.
+
+    VernisError
+    ├── ClientError                 the client broke the protocol: an `error` event, the socket stays
+    │   ├── InvalidMessage          malformed frame, unknown type, bad field  (invalid_message)
+    │   ├── MessageTooLong          content over 8,000 characters             (message_too_long)
+    │   ├── RateLimited             over a rate limit                         (rate_limited)
+    │   ├── ResponseInProgress      an answer already streams here            (response_in_progress)
+    │   ├── NotFound                no such conversation for this member      (not_found)
+    │   └── Forbidden               the member may not do this                (forbidden)
+    ├── AuthError                   the handshake is refused (HTTP 403), or the socket closed (4401)
+    └── LLMError                    the operator must react: the model endpoint misbehaves
+        ├── LLMNotConfigured        no model endpoint reachable at all        (llm_not_configured)
+        └── LLMUnavailable          upstream fault                            (llm_unavailable)
+            ├── LLMStalled          no chunk within the stall timeout
+            └── LLMTruncated        the stream ended without a finish_reason
+
+`code` is the wire error code; `public_message` is the only text a user ever sees: never `str()` of
+an arbitrary exception, which may carry SQL, stack details or another tenant's data.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AuthError",
+    "ClientError",
+    "Forbidden",
+    "InvalidMessage",
+    "LLMError",
+    "LLMNotConfigured",
+    "LLMStalled",
+    "LLMTruncated",
+    "LLMUnavailable",
+    "MessageTooLong",
+    "NotFound",
+    "RateLimited",
+    "ResponseInProgress",
+    "VernisError",
+]
+
+
+class VernisError(Exception):
+    code = "internal"
+    default_message = "Something went wrong on the server."
+
+    def __init__(self, public_message: str | None = None) -> None:
+        self.public_message = public_message or self.default_message
+        super().__init__(self.public_message)
+
+
+class ClientError(VernisError):
+    pass
+
+
+class InvalidMessage(ClientError):
+    code = "invalid_message"
+    default_message = "The message is not a valid Vernis command."
+
+
+class MessageTooLong(ClientError):
+    code = "message_too_long"
+    default_message = "The message is too long."
+
+
+class RateLimited(ClientError):
+    code = "rate_limited"
+    default_message = "Too many messages; wait a moment before sending another."
+
+    def __init__(self, retry_after_ms: int, public_message: str | None = None) -> None:
+        super().__init__(public_message)
+        self.retry_after_ms = retry_after_ms
+
+
+class ResponseInProgress(ClientError):
+    code = "response_in_progress"
+    default_message = "An answer is still being written in this conversation."
+
+
+class NotFound(ClientError):
+    code = "not_found"
+    default_message = "No such conversation."
+
+
+class Forbidden(ClientError):
+    code = "forbidden"
+    default_message = "You are not allowed to do that."
+
+
+class AuthError(VernisError):
+    code = "forbidden"
+    default_message = "Not authenticated."
+
+
+class LLMError(VernisError):
+    pass
+
+
+class LLMNotConfigured(LLMError):
+    code = "llm_not_configured"
+    default_message = "No language model is configured: set VERNIS_LLM_BASE_URL (and VERNIS_LLM_MODEL)."
+
+
+class LLMUnavailable(LLMError):
+    """An upstream fault. `retryable` faults are retried while nothing has been streamed yet."""
+
+    code = "llm_unavailable"
+    default_message = "The language model is unavailable right now; try again shortly."
+
+    def __init__(
+        self,
+        public_message: str | None = None,
+        *,
+        retryable: bool = True,
+        retry_after: float | None = None,
+        detail: str = "",
+    ) -> None:
+        super().__init__(public_message)
+        self.retryable = retryable
+        self.retry_after = retry_after
+        # For logs only: upstream status, error type. Never sent to a client.
+        self.detail = detail
+
+
+class LLMStalled(LLMUnavailable):
+    default_message = "The language model stopped responding mid-answer."
+
+
+class LLMTruncated(LLMUnavailable):
+    default_message = "The language model's answer was cut off."

@@ -1,0 +1,117 @@
+"""The chat-model seam: what the assistant loop needs from a language model, and nothing more.
+
+Only the OpenAI-compatible adapter (`vernis.services.openai_model`) imports `openai`; the loop sees
+a `ChatModel` that streams `ModelEvent`s for a `ChatRequest`.
+
+Contract of `ChatModel.stream()`:
+- yields `TextDelta`s as text arrives (never empty, never repeated), `ReasoningDelta`s for reasoning
+  text some providers send (the loop does not show them as the answer), then, once the stream has
+  ended, every assembled `ToolCall` (deduplicated: a provider that repeats a chunk yields one call),
+  at most one `Usage`, and exactly one `Finish` as the last event;
+- raises `LLMNotConfigured` when the endpoint cannot be reached at all (connection refused, DNS),
+  `LLMUnavailable` for an upstream fault (HTTP 429/5xx after the client's own retries, an error
+  object mid-stream, a cut connection), `LLMStalled` when no chunk arrives within the stall timeout,
+  `LLMTruncated` when the stream ends without a `finish_reason`;
+- is cancelled by the caller to stop: cancelling the iteration closes the upstream request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+__all__ = [
+    "ChatModel",
+    "ChatRequest",
+    "Finish",
+    "ModelEvent",
+    "ReasoningDelta",
+    "TextDelta",
+    "ToolCall",
+    "Usage",
+]
+
+# OpenAI chat-completions message dicts ({"role": ..., "content": ..., "tool_calls": ...}).
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    model: str
+    messages: Sequence[Message]
+    # OpenAI tool definitions ({"type": "function", "function": {name, description, parameters}}).
+    tools: Sequence[dict[str, Any]] = ()
+    max_tokens: int | None = None
+    temperature: float | None = None
+    # Free-form tag the adapter forwards as the request's `user` field (for provider abuse tracking).
+    user: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    call_id: str
+    name: str
+    # The raw JSON text the model produced; the loop parses and validates it.
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    # "stop", "tool_calls", "length", "content_filter", ... as the provider said.
+    reason: str
+
+
+ModelEvent = TextDelta | ReasoningDelta | ToolCall | Usage | Finish
+
+
+class ChatModel(Protocol):
+    def stream(self, request: ChatRequest) -> AsyncIterator[ModelEvent]:
+        """Stream one completion; see the module docstring for the contract."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections; called once from the app's lifespan."""
+        ...
+
+
+@dataclass(slots=True)
+class CollectedReply:
+    """A whole reply gathered from a stream, for callers that do not stream (titles)."""
+
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage | None = None
+    finish_reason: Literal["stop", "tool_calls", "length"] | str = "stop"
+
+
+async def collect(model: ChatModel, request: ChatRequest) -> CollectedReply:
+    reply = CollectedReply()
+    parts: list[str] = []
+    async for event in model.stream(request):
+        if isinstance(event, TextDelta):
+            parts.append(event.content)
+        elif isinstance(event, ToolCall):
+            reply.tool_calls.append(event)
+        elif isinstance(event, Usage):
+            reply.usage = event
+        elif isinstance(event, Finish):
+            reply.finish_reason = event.reason
+    reply.text = "".join(parts)
+    return reply

@@ -1,0 +1,155 @@
+"""Settings: every knob of SPEC §12, read from the environment and a `.env` file.
+
+`Settings()` never connects to anything; `load_settings()` additionally resolves the values that
+depend on the environment as a whole (the OpenAI fallback, the development JWT secret).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+__all__ = ["DEFAULT_LLM_BASE_URL", "RateLimit", "Settings", "load_settings"]
+
+DEFAULT_LLM_BASE_URL = "http://127.0.0.1:11434/v1"
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+
+class RateLimit:
+    """`N/SECONDS`: at most N events in any sliding window of SECONDS."""
+
+    __slots__ = ("count", "seconds")
+
+    def __init__(self, count: int, seconds: float) -> None:
+        if count < 1 or seconds <= 0:
+            raise ValueError("a rate limit needs a positive count and window")
+        self.count = count
+        self.seconds = seconds
+
+    @classmethod
+    def parse(cls, text: str) -> RateLimit:
+        try:
+            count, seconds = text.split("/")
+            return cls(int(count), float(seconds))
+        except ValueError:
+            raise ValueError(f"expected N/SECONDS such as 10/60, got {text!r}") from None
+
+    def __repr__(self) -> str:
+        return f"RateLimit({self.count}/{self.seconds:g})"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="VERNIS_", env_file=".env", extra="ignore", arbitrary_types_allowed=True
+    )
+
+    database_url: str = "sqlite+aiosqlite:///./vernis.db"
+    redis_url: str | None = None
+    jwt_secret: str | None = None
+    jwt_algorithm: str = "HS256"
+    allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+
+    llm_base_url: str | None = None
+    llm_api_key: str | None = None
+    llm_model: str | None = None
+    title_model: str | None = None
+    llm_stall_timeout: float = 30.0
+    llm_connect_timeout: float = 10.0
+    llm_max_retries: int = 2
+    llm_max_tokens: int | None = None
+
+    rate_limit: Annotated[RateLimit, NoDecode] = Field(default_factory=lambda: RateLimit(10, 60))
+    member_rate_limit: Annotated[RateLimit, NoDecode] = Field(default_factory=lambda: RateLimit(20, 60))
+    flood_limit: Annotated[RateLimit, NoDecode] = Field(default_factory=lambda: RateLimit(60, 10))
+    window_messages: int = Field(50, ge=2)
+    rollover_messages: int = Field(50, ge=2)
+    max_tool_rounds: int = Field(8, ge=0)
+    approval_ttl: float = 1800.0
+    max_frame_bytes: int = Field(65536, ge=1024)
+    max_sockets_per_member: int = Field(16, ge=1)
+    ping_interval: float = 20.0
+    ping_timeout: float = 20.0
+    shutdown_grace: float = 10.0
+    auth_check_interval: float = 30.0
+    log_level: str = "INFO"
+    log_format: str = "json"
+
+    @field_validator("allowed_origins", mode="before")
+    @classmethod
+    def _split_origins(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [origin.strip().rstrip("/") for origin in value.split(",") if origin.strip()]
+        return value
+
+    @field_validator("rate_limit", "member_rate_limit", "flood_limit", mode="before")
+    @classmethod
+    def _parse_rate(cls, value: object) -> object:
+        if isinstance(value, str):
+            return RateLimit.parse(value)
+        return value
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+    @property
+    def data_dir(self) -> Path:
+        """Where development state lives: beside the SQLite file, or the working directory."""
+        if self.is_sqlite:
+            path = self.database_url.split(":///", 1)[-1]
+            if path and path != ":memory:":
+                return Path(path).resolve().parent
+        return Path.cwd()
+
+    @property
+    def chat_model(self) -> str:
+        assert self.llm_model is not None, "load_settings() resolves the model"
+        return self.llm_model
+
+    @property
+    def title_model_name(self) -> str:
+        return self.title_model or self.chat_model
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build the settings and resolve the defaults that depend on the environment.
+
+    With no `VERNIS_LLM_BASE_URL`, an `OPENAI_API_KEY` selects OpenAI; otherwise a local Ollama is
+    the default endpoint. With no `VERNIS_JWT_SECRET`, a secret is generated once per data directory
+    (development only: production sets its own, shared by every instance).
+    """
+    settings = Settings(**overrides)  # type: ignore[arg-type]
+    openai_key = os.environ.get("OPENAI_API_KEY")
+    if settings.llm_base_url is None:
+        if openai_key:
+            settings.llm_base_url = OPENAI_BASE_URL
+            settings.llm_api_key = settings.llm_api_key or openai_key
+            settings.llm_model = settings.llm_model or "gpt-4o-mini"
+        else:
+            settings.llm_base_url = DEFAULT_LLM_BASE_URL
+    if settings.llm_model is None:
+        settings.llm_model = "llama3.1"
+    if settings.jwt_secret is None:
+        settings.jwt_secret = _development_secret(settings.data_dir)
+    return settings
+
+
+def _development_secret(directory: Path) -> str:
+    path = directory / ".vernis" / "jwt-secret"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        secret = secrets.token_urlsafe(48)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another process of this data directory won the race
+            return path.read_text().strip()
+        with os.fdopen(fd, "w") as file:
+            file.write(secret)
+        return secret
