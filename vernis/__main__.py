@@ -1,0 +1,5 @@
+import sys
+
+from vernis.cli import main
+
+sys.exit(main())

@@ -1,0 +1,87 @@
+"""Structured logs: one JSON object per line, carrying the member and conversation in scope.
+
+`conversation_context()` / `member_context()` set context variables that every log record made
+inside them carries, including records of tasks started inside them (tasks copy the context).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+import orjson
+
+__all__ = ["configure_logging", "conversation_context", "member_context"]
+
+_conversation: contextvars.ContextVar[str | None] = contextvars.ContextVar("conversation_id", default=None)
+_member: contextvars.ContextVar[str | None] = contextvars.ContextVar("member_id", default=None)
+
+_STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
+
+
+@contextmanager
+def conversation_context(conversation_id: UUID | None) -> Iterator[None]:
+    token = _conversation.set(str(conversation_id) if conversation_id else None)
+    try:
+        yield
+    finally:
+        _conversation.reset(token)
+
+
+@contextmanager
+def member_context(member_id: UUID) -> Iterator[None]:
+    token = _member.set(str(member_id))
+    try:
+        yield
+    finally:
+        _member.reset(token)
+
+
+def set_conversation(conversation_id: UUID | None) -> None:
+    """For a long-lived scope (a socket) whose conversation changes as it goes."""
+    _conversation.set(str(conversation_id) if conversation_id else None)
+
+
+class JSONFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if (conversation := _conversation.get()) is not None:
+            entry["conversation_id"] = conversation
+        if (member := _member.get()) is not None:
+            entry["member_id"] = member
+        for key, value in record.__dict__.items():
+            if key not in _STANDARD and not key.startswith("_"):
+                entry[key] = value
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return orjson.dumps(entry, default=str).decode()
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        conversation = _conversation.get()
+        return f"{line} [conversation={conversation}]" if conversation else line
+
+
+def configure_logging(level: str = "INFO", fmt: str = "json") -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JSONFormatter())
+    else:
+        handler.setFormatter(TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("vernis")
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    root.propagate = False

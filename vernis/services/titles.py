@@ -1,0 +1,108 @@
+"""Conversation titles, made in the background after the first exchange (SPEC §4 step 9).
+
+A light model (`VERNIS_TITLE_MODEL`) proposes a title; whatever goes wrong (the model is down,
+slow, or answers nonsense), the title falls back to the first words of the first user message. A
+title never delays or breaks the chat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from uuid import UUID
+
+from vernis.services.hub import EventHub
+from vernis.services.llm import ChatModel, ChatRequest, collect
+from vernis.services.persistence import ConversationStore
+from vernis.ws import protocol
+
+__all__ = ["MAX_TITLE_CHARS", "TitleService", "clean_title", "fallback_title"]
+
+logger = logging.getLogger("vernis.titles")
+
+MAX_TITLE_CHARS = 60
+TITLE_TIMEOUT = 20.0
+
+TITLE_INSTRUCTIONS = (
+    "Write a title for this conversation: at most six words, no quotes, no trailing period. "
+    "Reply with the title only."
+)
+
+
+def fallback_title(first_message: str) -> str:
+    words = first_message.split()
+    title = ""
+    for word in words:
+        candidate = f"{title} {word}".strip()
+        if len(candidate) > MAX_TITLE_CHARS - 1:
+            break
+        title = candidate
+    if not title:
+        title = first_message.strip()[: MAX_TITLE_CHARS - 1]
+    if len(title) < len(" ".join(words)):
+        title += "…"
+    return title or "New conversation"
+
+
+def clean_title(raw: str) -> str | None:
+    """The model's reply as a title, or None when nothing usable is left."""
+    line = next((part for part in raw.strip().splitlines() if part.strip()), "")
+    line = re.sub(r"^(title\s*:\s*)", "", line.strip(), flags=re.IGNORECASE)
+    line = line.strip().strip("\"'`*#").strip().rstrip(".").strip()
+    line = " ".join(line.split())
+    if not line:
+        return None
+    if len(line) > MAX_TITLE_CHARS:
+        line = line[: MAX_TITLE_CHARS - 1].rstrip() + "…"
+    return line
+
+
+class TitleService:
+    def __init__(self, *, model: ChatModel, model_name: str, store: ConversationStore, hub: EventHub) -> None:
+        self._model = model
+        self._model_name = model_name
+        self._store = store
+        self._hub = hub
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def schedule(self, conversation_id: UUID, user_message: str, answer: str) -> None:
+        task = asyncio.create_task(self._title(conversation_id, user_message, answer))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def aclose(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def propose(self, user_message: str, answer: str) -> str:
+        """A title for a first exchange: the model's, or the fallback."""
+        request = ChatRequest(
+            model=self._model_name,
+            messages=[
+                {"role": "system", "content": TITLE_INSTRUCTIONS},
+                {"role": "user", "content": f"User: {user_message[:2000]}\n\nAssistant: {answer[:2000]}"},
+            ],
+            max_tokens=32,
+        )
+        try:
+            async with asyncio.timeout(TITLE_TIMEOUT):
+                reply = await collect(self._model, request)
+            title = clean_title(reply.text)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            logger.warning("title generation failed (%s); using the first words", type(exc).__name__)
+            title = None
+        return title or fallback_title(user_message)
+
+    async def _title(self, conversation_id: UUID, user_message: str, answer: str) -> None:
+        title = await self.propose(user_message, answer)
+        try:
+            await self._store.set_title(conversation_id, title)
+        except Exception:
+            logger.exception("storing the title failed")
+            return
+        event = protocol.TitleUpdated(conversation_id=conversation_id, title=title)
+        self._hub.publish(conversation_id, protocol.numbered(event))

@@ -1,0 +1,344 @@
+"""Wire protocol v1 (SPEC §3): every command and every event, as one closed union each.
+
+Incoming frames are parsed by `parse_command()` with one `TypeAdapter`; outgoing events are
+encoded by `encode()` with orjson. Both ends are plain code: no socket, no database.
+
+Field names on the wire are the model field names. `None` fields are left out of event frames, so a
+client sees only what applies (`retry_after_ms` only on `rate_limited`, `resumed` only on a resume).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
+
+from vernis.exceptions import InvalidMessage, MessageTooLong
+
+__all__ = [
+    "MAX_CONTENT_CHARS",
+    "AssistantEnd",
+    "AssistantStart",
+    "Command",
+    "ConfirmTool",
+    "ConfirmationRequired",
+    "ConversationCreated",
+    "ConversationList",
+    "ConversationListItem",
+    "ConversationLoaded",
+    "DeleteConversation",
+    "ErrorEvent",
+    "Event",
+    "Feedback",
+    "HistoryEnd",
+    "HistoryMessage",
+    "ListConversations",
+    "LoadConversation",
+    "NewConversation",
+    "PageContext",
+    "Ping",
+    "Pong",
+    "RenameConversation",
+    "Stop",
+    "TextDelta",
+    "TitleUpdated",
+    "ToolCallCompleted",
+    "ToolCallStarted",
+    "UserMessage",
+    "encode",
+    "encode_text_delta",
+    "numbered",
+    "parse_command",
+]
+
+MAX_CONTENT_CHARS = 8_000
+
+
+class _Command(BaseModel):
+    # Unknown fields are refused: a typo in a field name is a client bug worth reporting.
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- client → server -------------------------------------------------------------------------
+
+
+class PageContext(_Command):
+    route: Annotated[str, StringConstraints(max_length=2048)]
+    entity_type: Annotated[str, StringConstraints(max_length=64)] | None = None
+    entity_id: Annotated[str, StringConstraints(max_length=128)] | None = None
+
+
+class UserMessage(_Command):
+    type: Literal["user_message"]
+    # Length is checked after parsing so that over-long content gets `message_too_long`.
+    content: str
+    page_context: PageContext | None = None
+    client_message_id: Annotated[str, StringConstraints(min_length=1, max_length=128)] | None = None
+
+
+class NewConversation(_Command):
+    type: Literal["new_conversation"]
+
+
+class ListConversations(_Command):
+    type: Literal["list_conversations"]
+    before: Annotated[str, StringConstraints(max_length=256)] | None = None
+
+
+class LoadConversation(_Command):
+    type: Literal["load_conversation"]
+    conversation_id: UUID
+    after_seq: Annotated[int, Field(ge=0)] | None = None
+
+
+class Stop(_Command):
+    type: Literal["stop"]
+
+
+class ConfirmTool(_Command):
+    type: Literal["confirm_tool"]
+    confirmation_id: UUID
+    approved: bool
+
+
+class RenameConversation(_Command):
+    type: Literal["rename_conversation"]
+    conversation_id: UUID
+    title: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=255)]
+
+
+class DeleteConversation(_Command):
+    type: Literal["delete_conversation"]
+    conversation_id: UUID
+
+
+class Feedback(_Command):
+    type: Literal["feedback"]
+    message_id: UUID
+    rating: Literal["up", "down"]
+    comment: Annotated[str, StringConstraints(max_length=2000)] | None = None
+
+
+class Ping(_Command):
+    type: Literal["ping"]
+
+
+Command = Annotated[
+    UserMessage
+    | NewConversation
+    | ListConversations
+    | LoadConversation
+    | Stop
+    | ConfirmTool
+    | RenameConversation
+    | DeleteConversation
+    | Feedback
+    | Ping,
+    Field(discriminator="type"),
+]
+
+_command_adapter: TypeAdapter[Command] = TypeAdapter(Command)
+
+
+def parse_command(frame: str | bytes) -> Command:
+    """Parse one text frame into a command.
+
+    Raises `InvalidMessage` (malformed JSON, not an object, unknown type, bad field) or
+    `MessageTooLong`, each with a message safe to show the client.
+    """
+    try:
+        data = orjson.loads(frame)
+    except orjson.JSONDecodeError:
+        raise InvalidMessage("The frame is not valid JSON.") from None
+    if not isinstance(data, dict):
+        raise InvalidMessage("A frame must be a JSON object with a `type`.")
+    kind = data.get("type")
+    if not isinstance(kind, str):
+        raise InvalidMessage("A frame must have a string `type`.")
+    try:
+        command = _command_adapter.validate_python(data)
+    except ValidationError as exc:
+        raise InvalidMessage(_describe(kind, exc)) from None
+    if isinstance(command, UserMessage):
+        if len(command.content) > MAX_CONTENT_CHARS:
+            raise MessageTooLong(f"A message can be at most {MAX_CONTENT_CHARS:,} characters.")
+        if not command.content.strip():
+            raise InvalidMessage("A message cannot be empty.")
+    return command
+
+
+def _describe(kind: str, exc: ValidationError) -> str:
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    if errors and errors[0]["type"] == "union_tag_invalid":
+        return f"Unknown command type {kind[:40]!r}."
+    first = errors[0]
+    # The location names the field; pydantic prefixes it with the union tag.
+    where = ".".join(str(part) for part in first["loc"][1:]) or "frame"
+    return f"Invalid `{kind[:40]}` command: {where}: {first['msg']}."
+
+
+# --- server → client -------------------------------------------------------------------------
+
+
+class _ConversationEvent(_Event):
+    # Grows within a conversation (SPEC §3); set by whoever publishes the event.
+    seq: int | None = None
+
+
+class ConversationLoaded(_ConversationEvent):
+    type: Literal["conversation_loaded"] = "conversation_loaded"
+    conversation_id: UUID | None
+    title: str | None
+    rolled_over_from: UUID | None = None
+
+
+class HistoryMessage(_ConversationEvent):
+    type: Literal["history_message"] = "history_message"
+    message_id: UUID
+    role: Literal["user", "assistant"]
+    content: str
+    tool_calls: list[dict[str, Any]] | None = None
+    status: str | None = None
+    created_at: datetime
+
+
+class HistoryEnd(_ConversationEvent):
+    type: Literal["history_end"] = "history_end"
+    conversation_id: UUID | None
+
+
+class ConversationCreated(_ConversationEvent):
+    type: Literal["conversation_created"] = "conversation_created"
+    conversation_id: UUID
+
+
+class ConversationListItem(_Event):
+    conversation_id: UUID
+    title: str | None
+    updated_at: datetime
+    message_count: int
+
+
+class ConversationList(_Event):
+    type: Literal["conversation_list"] = "conversation_list"
+    conversations: list[ConversationListItem]
+    next_before: str | None = None
+
+
+class AssistantStart(_ConversationEvent):
+    type: Literal["assistant_start"] = "assistant_start"
+    conversation_id: UUID
+    message_id: UUID
+    resumed: bool | None = None
+
+
+class TextDelta(_ConversationEvent):
+    type: Literal["text_delta"] = "text_delta"
+    content: str
+
+
+class ToolCallStarted(_ConversationEvent):
+    type: Literal["tool_call_started"] = "tool_call_started"
+    call_id: str
+    tool_name: str
+    arguments: Any
+
+
+class ToolCallCompleted(_ConversationEvent):
+    type: Literal["tool_call_completed"] = "tool_call_completed"
+    call_id: str
+    tool_name: str
+    status: Literal["ok", "error", "needs_confirmation", "rejected"]
+    result: Any
+
+
+class ConfirmationRequired(_ConversationEvent):
+    type: Literal["confirmation_required"] = "confirmation_required"
+    confirmation_id: UUID
+    call_id: str
+    tool_name: str
+    preview: Any
+
+
+class AssistantEnd(_ConversationEvent):
+    type: Literal["assistant_end"] = "assistant_end"
+    conversation_id: UUID
+    message_id: UUID
+    stopped: bool = False
+
+
+class TitleUpdated(_ConversationEvent):
+    type: Literal["title_updated"] = "title_updated"
+    conversation_id: UUID
+    title: str
+
+
+class ErrorEvent(_ConversationEvent):
+    type: Literal["error"] = "error"
+    code: Literal[
+        "invalid_message",
+        "message_too_long",
+        "rate_limited",
+        "response_in_progress",
+        "not_found",
+        "forbidden",
+        "quota_exceeded",
+        "llm_not_configured",
+        "llm_unavailable",
+        "internal",
+    ]
+    message: str
+    retry_after_ms: int | None = None
+
+
+class Pong(_Event):
+    type: Literal["pong"] = "pong"
+
+
+Event = (
+    ConversationLoaded
+    | HistoryMessage
+    | HistoryEnd
+    | ConversationCreated
+    | ConversationList
+    | AssistantStart
+    | TextDelta
+    | ToolCallStarted
+    | ToolCallCompleted
+    | ConfirmationRequired
+    | AssistantEnd
+    | TitleUpdated
+    | ErrorEvent
+    | Pong
+)
+
+_event_adapter: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def encode(event: Event) -> str:
+    """One event as a JSON text frame."""
+    return orjson.dumps(event.model_dump(mode="json", exclude_none=True)).decode()
+
+
+def numbered(event: Event) -> Callable[[int], str]:
+    """A builder of the event's frame once the hub has given it its `seq`."""
+    data = event.model_dump(mode="json", exclude_none=True)
+    return lambda seq: orjson.dumps({**data, "seq": seq}).decode()
+
+
+def encode_text_delta(content: str, seq: int) -> str:
+    """The hot path: a `text_delta` frame built without a model round trip."""
+    return orjson.dumps({"type": "text_delta", "content": content, "seq": seq}).decode()
+
+
+def decode_event(frame: str | bytes) -> Event:
+    """Parse a server frame back into an event (tests and the replay buffer use it)."""
+    return _event_adapter.validate_json(frame)
