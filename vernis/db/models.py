@@ -1,8 +1,14 @@
 """The tables. Alembic migrations (`migrations/`) create them; `SQLModel.metadata` is never used to
 create the schema outside tests of the migrations themselves.
 
-Times are timezone-aware UTC. Ids are UUIDs generated in Python so that a row's id is known before
-it is written (the wire protocol announces message ids before the answer is stored).
+Times are timezone-aware UTC on every backend: `UTCDateTime` rejects naive datetimes on the way in
+and returns aware UTC ones on the way out (SQLite itself stores no zone). Ids are UUIDs generated in
+Python so that a row's id is known before it is written (the wire protocol announces message ids
+before the answer is stored).
+
+Constraint and index names follow `NAMING_CONVENTION`, so they are identical on SQLite and PostgreSQL
+and later migrations (batch mode on SQLite) can address them by name. The convention is installed on
+`SQLModel.metadata` when this module is imported: every module declaring tables imports it first.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
 __all__ = [
+    "NAMING_CONVENTION",
     "Conversation",
     "Member",
     "Message",
@@ -24,12 +31,51 @@ __all__ = [
     "OrgAIRules",
     "Organization",
     "Role",
+    "UTCDateTime",
+    "table_of",
     "utcnow",
 ]
 
 
+NAMING_CONVENTION: dict[str, str] = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    # The referred table is left out: it would push names past PostgreSQL's 63-character limit,
+    # where they get truncated and hashed differently than on SQLite.
+    "fk": "fk_%(table_name)s_%(column_0_name)s",
+    "pk": "pk_%(table_name)s",
+}
+SQLModel.metadata.naming_convention = NAMING_CONVENTION
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+class UTCDateTime(sa.TypeDecorator[datetime]):
+    """`TIMESTAMP WITH TIME ZONE` that only accepts and only returns aware UTC datetimes.
+
+    SQLite keeps the text `YYYY-MM-DD HH:MM:SS.ffffff` with no zone; normalising to UTC before
+    binding keeps that text sortable, so ordering and cursor comparisons agree with PostgreSQL.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime: Vernis stores aware UTC times only")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
 
 
 class Role(enum.StrEnum):
@@ -53,8 +99,15 @@ class MessageStatus(enum.StrEnum):
     FAILED = "failed"
 
 
-def _tz() -> sa.DateTime:
-    return sa.DateTime(timezone=True)
+def table_of(model: type[SQLModel]) -> sa.Table:
+    """The Core `Table` of a table model, typed (SQLModel leaves `Model.__table__` untyped)."""
+    table = model.__table__  # type: ignore[attr-defined]
+    assert isinstance(table, sa.Table), f"{model.__name__} is not a table model"
+    return table
+
+
+def _tz() -> UTCDateTime:
+    return UTCDateTime()
 
 
 class Organization(SQLModel, table=True):
@@ -103,8 +156,9 @@ class Conversation(SQLModel, table=True):
     member_id: uuid.UUID = Field(foreign_key="member.id", ondelete="CASCADE")
     title: str | None = Field(default=None, max_length=255)
     # Set on a conversation created by rollover: the full conversation it continues.
+    # Indexed because deleting a conversation looks up (and the foreign key nulls) its successor.
     previous_conversation_id: uuid.UUID | None = Field(
-        default=None, foreign_key="assistant_conversation.id", ondelete="SET NULL"
+        default=None, foreign_key="assistant_conversation.id", ondelete="SET NULL", index=True
     )
     # Number of stored messages; kept with every insert so listing and rollover need no COUNT.
     message_count: int = Field(default=0)
@@ -133,7 +187,8 @@ class Message(SQLModel, table=True):
     role: str = Field(max_length=16)
     content: str = Field(default="", sa_type=sa.Text())
     # [{call_id, tool_name, arguments, status, result}] in the order the calls were made.
-    tool_calls_json: list[dict[str, Any]] | None = Field(default=None, sa_type=sa.JSON())
+    # None is SQL NULL, not the JSON text `null`, so "no tool calls" is queryable as IS NULL.
+    tool_calls_json: list[dict[str, Any]] | None = Field(default=None, sa_type=sa.JSON(none_as_null=True))
     status: str = Field(default=MessageStatus.COMPLETE.value, max_length=16)
     client_message_id: str | None = Field(default=None, max_length=128)
     prompt_tokens: int | None = None

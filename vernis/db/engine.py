@@ -1,0 +1,103 @@
+"""The database engine: one `AsyncEngine` per process, created in the app's lifespan.
+
+`create_engine` accepts the two backends of SPEC §8:
+
+- `sqlite+aiosqlite:///path.db`: every new connection is set to WAL (readers never block the one
+  writer), `synchronous=NORMAL` (durable at checkpoints, safe with WAL), `foreign_keys=ON` (SQLite
+  ignores foreign keys otherwise, so cascades would silently not happen) and a `busy_timeout`, so a
+  writer waits for the lock instead of failing at once with "database is locked".
+- `postgresql+asyncpg://...`: a bounded pool with pre-ping, so connections dropped by a restart or
+  a proxy are replaced transparently.
+
+Nothing connects until the engine is first used; the caller owns it and must `await engine.dispose()`.
+
+`dialect_insert` gives the `INSERT ... ON CONFLICT` construct of whichever backend a connection
+speaks, for idempotent seeding and upserts that stay correct under concurrent writers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Table, event
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL, Dialect, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import create_async_engine as _create_async_engine
+
+__all__ = ["SQLITE_BUSY_TIMEOUT_MS", "create_engine", "dialect_insert", "session_factory"]
+
+SQLITE_BUSY_TIMEOUT_MS = 5000
+
+_SQLITE_PRAGMAS = (
+    "PRAGMA journal_mode=WAL",
+    "PRAGMA synchronous=NORMAL",
+    "PRAGMA foreign_keys=ON",
+    f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
+)
+
+
+def create_engine(database_url: str) -> AsyncEngine:
+    """Create the engine for `database_url` (SQLite via aiosqlite, or PostgreSQL via asyncpg).
+
+    Raises `ValueError` for any other backend or driver, naming the URL forms that work.
+    """
+    url = make_url(database_url)
+    backend = url.get_backend_name()
+    if backend == "sqlite":
+        return _sqlite_engine(_with_driver(url, "aiosqlite"))
+    if backend == "postgresql":
+        return _postgres_engine(_with_driver(url, "asyncpg"))
+    raise ValueError(
+        f"unsupported database {backend!r}: use sqlite+aiosqlite:///FILE or postgresql+asyncpg://..."
+    )
+
+
+def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+    """Sessions whose objects stay readable after commit (no lazy reload from an async context)."""
+    return async_sessionmaker(engine, expire_on_commit=False)
+
+
+def dialect_insert(dialect: Dialect, table: Table) -> sqlite.Insert | postgresql.Insert:
+    """`INSERT INTO table` with `on_conflict_do_nothing` / `on_conflict_do_update` for `dialect`."""
+    if dialect.name == "sqlite":
+        return sqlite.insert(table)
+    if dialect.name == "postgresql":
+        return postgresql.insert(table)
+    raise ValueError(f"unsupported database {dialect.name!r}")
+
+
+def _with_driver(url: URL, driver: str) -> URL:
+    current = url.get_driver_name()
+    if url.drivername == url.get_backend_name():  # plain `sqlite://` or `postgresql://`
+        return url.set(drivername=f"{url.get_backend_name()}+{driver}")
+    if current != driver:
+        raise ValueError(f"the {url.get_backend_name()} driver must be {driver}, not {current}")
+    return url
+
+
+def _sqlite_engine(url: URL) -> AsyncEngine:
+    engine = _create_async_engine(url)
+    event.listen(engine.sync_engine, "connect", _set_sqlite_pragmas)
+    return engine
+
+
+def _set_sqlite_pragmas(dbapi_connection: Any, _connection_record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        for pragma in _SQLITE_PRAGMAS:
+            cursor.execute(pragma)
+    finally:
+        cursor.close()
+
+
+def _postgres_engine(url: URL) -> AsyncEngine:
+    return _create_async_engine(
+        url,
+        pool_size=10,
+        max_overflow=20,
+        pool_timeout=30,
+        pool_pre_ping=True,
+        # Recycled before typical idle cut-offs of proxies and managed databases.
+        pool_recycle=1800,
+    )
