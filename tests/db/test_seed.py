@@ -1,0 +1,125 @@
+"""The demo seed: the organizations and members of SPEC §13, idempotent and safe to run concurrently."""
+
+from __future__ import annotations
+
+import asyncio
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.fixtures.db import *  # noqa: F403
+from vernis.db.models import Member, OrgAIRules, Organization, table_of
+from vernis.db.seed import SEED_STEPS, SeedContext, SeedResult, demo_id, seed_demo
+from vernis.services.persistence import ConversationStore
+
+DEMO_MEMBERS = {
+    "owner@acme.test": ("acme", "owner"),
+    "admin@acme.test": ("acme", "admin"),
+    "member@acme.test": ("acme", "member"),
+    "viewer@acme.test": ("acme", "viewer"),
+    "owner@globex.test": ("globex", "owner"),
+}
+
+
+async def _row_counts(engine: AsyncEngine) -> dict[str, int]:
+    async with engine.connect() as connection:
+        return {
+            model.__name__: (
+                await connection.execute(sa.select(sa.func.count()).select_from(table_of(model)))
+            ).scalar_one()
+            for model in (Organization, Member, OrgAIRules)
+        }
+
+
+async def test_seed_creates_the_demo_tenants(seeded: SeedResult, store: ConversationStore) -> None:
+    """Acme Dental (four members, one per role) and Globex (its owner) exist with their time zones."""
+    assert set(seeded.organizations) == {"acme", "globex"}
+    assert set(seeded.members) == set(DEMO_MEMBERS)
+    for email, (slug, role) in DEMO_MEMBERS.items():
+        member = await store.get_member_by_email(email)
+        assert member is not None
+        assert (member.id, member.organization_id, member.role) == (
+            seeded.members[email],
+            seeded.organizations[slug],
+            role,
+        )
+        assert member.name.strip()
+        assert " " in member.name
+        assert not member.removed
+    acme = await store.get_member_by_email("owner@acme.test")
+    globex = await store.get_member_by_email("owner@globex.test")
+    assert acme is not None
+    assert globex is not None
+    assert (acme.organization_name, acme.organization_timezone) == ("Acme Dental", "America/New_York")
+    assert (globex.organization_name, globex.organization_timezone) == ("Globex", "Europe/Berlin")
+
+
+async def test_seed_gives_acme_ai_rules(seeded: SeedResult, store: ConversationStore) -> None:
+    """Acme Dental has several lines of AI rules (patients are "clients"); Globex has none."""
+    rules = await store.get_ai_rules(seeded.organizations["acme"])
+    assert "Always refer to patients as clients." in rules
+    assert len(rules.splitlines()) >= 3
+    assert await store.get_ai_rules(seeded.organizations["globex"]) == ""
+
+
+async def test_seed_twice_changes_nothing(engine: AsyncEngine, seeded: SeedResult) -> None:
+    """A second run inserts no row, duplicates nothing and returns the same ids."""
+    before = await _row_counts(engine)
+    assert seeded.inserted == sum(before.values()) == 2 + 5 + 1
+    again = await seed_demo(engine)
+    assert again.inserted == 0
+    assert (dict(again.organizations), dict(again.members)) == (
+        dict(seeded.organizations),
+        dict(seeded.members),
+    )
+    assert await _row_counts(engine) == before
+
+
+async def test_seed_keeps_later_edits(
+    engine: AsyncEngine, seeded: SeedResult, store: ConversationStore
+) -> None:
+    """Re-seeding never overwrites what people changed since: edited AI rules stay edited."""
+    acme = seeded.organizations["acme"]
+    await store.set_ai_rules(acme, "Be brief.", updated_by=seeded.members["admin@acme.test"])
+    await seed_demo(engine)
+    assert await store.get_ai_rules(acme) == "Be brief."
+
+
+async def test_concurrent_seeds_do_not_collide(engine: AsyncEngine) -> None:
+    """Instances seeding at the same moment all succeed and together insert each row exactly once."""
+    results = await asyncio.gather(*(seed_demo(engine) for _ in range(3)))
+    assert sum(result.inserted for result in results) == 8
+    assert await _row_counts(engine) == {"Organization": 2, "Member": 5, "OrgAIRules": 1}
+    assert len({tuple(sorted(result.members.items())) for result in results}) == 1
+
+
+async def test_demo_ids_are_stable(seeded: SeedResult) -> None:
+    """A freshly seeded database gets the same ids anywhere, so demo tokens survive a reset."""
+    assert seeded.members["owner@acme.test"] == demo_id("member", "owner@acme.test")
+    assert seeded.organizations["globex"] == demo_id("organization", "globex")
+
+
+async def test_more_steps_build_on_earlier_ones(engine: AsyncEngine) -> None:
+    """Extra seed steps run after the core ones, see their ids and count their own rows."""
+    seen: list[object] = []
+
+    async def extra_step(context: SeedContext) -> None:
+        seen.append(context.organizations["acme"])
+        await context.insert_missing(
+            table_of(Organization),
+            [
+                {
+                    "id": demo_id("organization", "initech"),
+                    "name": "Initech",
+                    "slug": "initech",
+                    "timezone": "America/Chicago",
+                    "created_at": context.now,
+                }
+            ],
+            key=["slug"],
+        )
+
+    result = await seed_demo(engine, steps=(*SEED_STEPS, extra_step))
+    assert seen == [demo_id("organization", "acme")]
+    assert result.inserted == 9
+    assert (await seed_demo(engine, steps=(*SEED_STEPS, extra_step))).inserted == 0
