@@ -1,0 +1,651 @@
+"""The conversation store: everything a connection reads and writes about members, AI rules,
+conversations and their messages.
+
+Contracts:
+
+- Results are frozen dataclasses (`MemberInfo`, `ConversationInfo`, `StoredMessage`); no ORM object
+  ever leaves this module.
+- Every method runs in its own short transaction; none holds a connection between calls.
+- A method taking `member_id` and `organization_id` scopes every query by both: another member's
+  conversation (or one of this member's in another organization) is indistinguishable from a missing
+  one (None / False).
+- `add_message` is atomic and safe under concurrent adds to one conversation, on SQLite and
+  PostgreSQL alike: the first statement of its transaction is the `UPDATE` that takes the next
+  position, so the writers queue on the conversation row (PostgreSQL) or the database write lock
+  (SQLite) and each sees the previous one's message.
+- Times are aware UTC datetimes on both backends. Conversations are listed by `updated_at` then `id`,
+  both descending, so equal timestamps still order the same way every time.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from vernis.db.engine import dialect_insert
+from vernis.db.models import (
+    Conversation,
+    Member,
+    Message,
+    MessageRole,
+    MessageStatus,
+    OrgAIRules,
+    Organization,
+    UTCDateTime,
+    table_of,
+    utcnow,
+)
+from vernis.exceptions import Forbidden, InvalidMessage, NotFound, VernisError
+
+__all__ = [
+    "FEEDBACK_RATINGS",
+    "MAX_LIST_LIMIT",
+    "MAX_TITLE_LENGTH",
+    "ConversationInfo",
+    "ConversationStore",
+    "DuplicateClientMessage",
+    "MemberInfo",
+    "StoredMessage",
+]
+
+MAX_TITLE_LENGTH = 255
+MAX_LIST_LIMIT = 100
+FEEDBACK_RATINGS = frozenset({"up", "down"})
+
+_organization = table_of(Organization)
+_member = table_of(Member)
+_rules = table_of(OrgAIRules)
+_conversation = table_of(Conversation)
+_message = table_of(Message)
+
+_ROLES = frozenset(role.value for role in MessageRole)
+_STATUSES = frozenset(status.value for status in MessageStatus)
+
+
+class DuplicateClientMessage(VernisError):
+    """`add_message` was given a `client_message_id` this conversation already holds; nothing was stored.
+
+    The client resent a message (reconnect, retry): the connection answers it once, using
+    `message_id`, the message stored the first time.
+    """
+
+    def __init__(self, conversation_id: UUID, client_message_id: str, message_id: UUID) -> None:
+        super().__init__()
+        self.conversation_id = conversation_id
+        self.client_message_id = client_message_id
+        self.message_id = message_id
+
+
+@dataclass(frozen=True, slots=True)
+class MemberInfo:
+    id: UUID
+    organization_id: UUID
+    organization_name: str
+    organization_timezone: str
+    email: str
+    name: str
+    role: str
+    removed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationInfo:
+    id: UUID
+    organization_id: UUID
+    member_id: UUID
+    title: str | None
+    previous_conversation_id: UUID | None
+    message_count: int
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    id: UUID
+    conversation_id: UUID
+    position: int
+    role: str
+    content: str
+    tool_calls: list[dict[str, Any]] | None
+    status: str
+    client_message_id: str | None
+    created_at: datetime
+
+
+_MEMBER_COLUMNS = (
+    _member.c.id,
+    _member.c.organization_id,
+    _organization.c.name.label("organization_name"),
+    _organization.c.timezone.label("organization_timezone"),
+    _member.c.email,
+    _member.c.name,
+    _member.c.role,
+    _member.c.removed_at,
+)
+_CONVERSATION_COLUMNS = tuple(
+    _conversation.c[name]
+    for name in (
+        "id",
+        "organization_id",
+        "member_id",
+        "title",
+        "previous_conversation_id",
+        "message_count",
+        "created_at",
+        "updated_at",
+    )
+)
+_MESSAGE_COLUMNS = tuple(
+    _message.c[name]
+    for name in (
+        "id",
+        "conversation_id",
+        "position",
+        "role",
+        "content",
+        "tool_calls_json",
+        "status",
+        "client_message_id",
+        "created_at",
+    )
+)
+
+
+def _member_info(row: sa.RowMapping) -> MemberInfo:
+    return MemberInfo(
+        id=row["id"],
+        organization_id=row["organization_id"],
+        organization_name=row["organization_name"],
+        organization_timezone=row["organization_timezone"],
+        email=row["email"],
+        name=row["name"],
+        role=row["role"],
+        removed=row["removed_at"] is not None,
+    )
+
+
+def _conversation_info(row: sa.RowMapping) -> ConversationInfo:
+    return ConversationInfo(
+        id=row["id"],
+        organization_id=row["organization_id"],
+        member_id=row["member_id"],
+        title=row["title"],
+        previous_conversation_id=row["previous_conversation_id"],
+        message_count=row["message_count"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def _stored_message(row: sa.RowMapping) -> StoredMessage:
+    return StoredMessage(
+        id=row["id"],
+        conversation_id=row["conversation_id"],
+        position=row["position"],
+        role=row["role"],
+        content=row["content"],
+        tool_calls=row["tool_calls_json"],
+        status=row["status"],
+        client_message_id=row["client_message_id"],
+        created_at=row["created_at"],
+    )
+
+
+def _owned_by(member_id: UUID, organization_id: UUID) -> sa.ColumnElement[bool]:
+    return sa.and_(
+        _conversation.c.member_id == member_id,
+        _conversation.c.organization_id == organization_id,
+    )
+
+
+def _encode_cursor(conversation: ConversationInfo) -> str:
+    raw = f"{conversation.updated_at.isoformat()}|{conversation.id.hex}"
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        stamp, hex_id = raw.split("|")
+        updated_at = datetime.fromisoformat(stamp)
+        conversation_id = UUID(hex=hex_id)
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise InvalidMessage("The conversation list cursor is not valid.") from None
+    if updated_at.tzinfo is None:
+        raise InvalidMessage("The conversation list cursor is not valid.")
+    return updated_at, conversation_id
+
+
+def _check_status(status: str) -> None:
+    if status not in _STATUSES:
+        raise ValueError(f"message status must be one of {sorted(_STATUSES)}, not {status!r}")
+
+
+class ConversationStore:
+    """Reads and writes conversations and messages; one per process, shared by every connection."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    # Members and organizations
+
+    async def get_member(self, member_id: UUID) -> MemberInfo | None:
+        """The member with their organization, removed or not; None when there is no such member."""
+        return await self._one_member(_member.c.id == member_id)
+
+    async def get_member_by_email(self, email: str) -> MemberInfo | None:
+        """The member with this email, compared case-insensitively and ignoring surrounding blanks."""
+        return await self._one_member(sa.func.lower(_member.c.email) == email.strip().lower())
+
+    async def _one_member(self, where: sa.ColumnElement[bool]) -> MemberInfo | None:
+        statement = (
+            sa.select(*_MEMBER_COLUMNS)
+            .join(_organization, _organization.c.id == _member.c.organization_id)
+            .where(where)
+        )
+        async with self._engine.connect() as connection:
+            row = (await connection.execute(statement)).mappings().first()
+        return None if row is None else _member_info(row)
+
+    async def get_ai_rules(self, organization_id: UUID) -> str:
+        """The organization's AI rules, or "" when it has none."""
+        async with self._engine.connect() as connection:
+            rules = await connection.scalar(
+                sa.select(_rules.c.rules).where(_rules.c.organization_id == organization_id)
+            )
+        return rules or ""
+
+    async def set_ai_rules(self, organization_id: UUID, rules: str, updated_by: UUID) -> None:
+        """Replace the organization's AI rules. Raises `Forbidden` when `updated_by` is not a current
+        member of that organization (who may edit them is the caller's permission check)."""
+        now = utcnow()
+        async with self._engine.begin() as connection:
+            editor = await connection.scalar(
+                sa.select(_member.c.id).where(
+                    _member.c.id == updated_by,
+                    _member.c.organization_id == organization_id,
+                    _member.c.removed_at.is_(None),
+                )
+            )
+            if editor is None:
+                raise Forbidden()
+            values = {"rules": rules, "updated_by": updated_by, "updated_at": now}
+            await connection.execute(
+                dialect_insert(connection.dialect, _rules)
+                .values(organization_id=organization_id, **values)
+                .on_conflict_do_update(index_elements=[_rules.c.organization_id], set_=values)
+            )
+
+    # Conversations
+
+    async def latest_conversation(self, member_id: UUID, organization_id: UUID) -> ConversationInfo | None:
+        """The member's most recently updated conversation, or None when they have none."""
+        statement = (
+            sa.select(*_CONVERSATION_COLUMNS)
+            .where(_owned_by(member_id, organization_id))
+            .order_by(_conversation.c.updated_at.desc(), _conversation.c.id.desc())
+            .limit(1)
+        )
+        async with self._engine.connect() as connection:
+            row = (await connection.execute(statement)).mappings().first()
+        return None if row is None else _conversation_info(row)
+
+    async def get_conversation(
+        self, conversation_id: UUID, member_id: UUID, organization_id: UUID
+    ) -> ConversationInfo | None:
+        """The conversation if it is this member's in this organization, else None."""
+        statement = sa.select(*_CONVERSATION_COLUMNS).where(
+            _conversation.c.id == conversation_id, _owned_by(member_id, organization_id)
+        )
+        async with self._engine.connect() as connection:
+            row = (await connection.execute(statement)).mappings().first()
+        return None if row is None else _conversation_info(row)
+
+    async def list_conversations(
+        self, member_id: UUID, organization_id: UUID, *, before: str | None = None, limit: int = 20
+    ) -> tuple[list[ConversationInfo], str | None]:
+        """One page of the member's conversations, most recently updated first, and the cursor of the
+        next page (None on the last page). `before` is a cursor from an earlier call; a malformed one
+        raises `InvalidMessage`. `limit` is 1 to `MAX_LIST_LIMIT`."""
+        if not 1 <= limit <= MAX_LIST_LIMIT:
+            raise ValueError(f"limit must be between 1 and {MAX_LIST_LIMIT}, not {limit}")
+        statement = (
+            sa.select(*_CONVERSATION_COLUMNS)
+            .where(_owned_by(member_id, organization_id))
+            .order_by(_conversation.c.updated_at.desc(), _conversation.c.id.desc())
+            .limit(limit + 1)
+        )
+        if before is not None:
+            updated_at, conversation_id = _decode_cursor(before)
+            statement = statement.where(
+                sa.or_(
+                    _conversation.c.updated_at < updated_at,
+                    sa.and_(
+                        _conversation.c.updated_at == updated_at,
+                        _conversation.c.id < conversation_id,
+                    ),
+                )
+            )
+        async with self._engine.connect() as connection:
+            rows = (await connection.execute(statement)).mappings().all()
+        page = [_conversation_info(row) for row in rows[:limit]]
+        next_cursor = _encode_cursor(page[-1]) if len(rows) > limit else None
+        return page, next_cursor
+
+    async def create_conversation(
+        self,
+        member_id: UUID,
+        organization_id: UUID,
+        *,
+        previous_conversation_id: UUID | None = None,
+        conversation_id: UUID | None = None,
+    ) -> ConversationInfo:
+        """Store a new, empty conversation for the member (with the given id, if any).
+
+        Raises `Forbidden` when the member is not in that organization, `NotFound` when
+        `previous_conversation_id` is not one of their conversations, and `InvalidMessage` when
+        `conversation_id` is already taken.
+        """
+        now = utcnow()
+        info = ConversationInfo(
+            id=conversation_id or uuid.uuid4(),
+            organization_id=organization_id,
+            member_id=member_id,
+            title=None,
+            previous_conversation_id=previous_conversation_id,
+            message_count=0,
+            created_at=now,
+            updated_at=now,
+        )
+        async with self._engine.begin() as connection:
+            in_organization = await connection.scalar(
+                sa.select(_member.c.id).where(
+                    _member.c.id == member_id, _member.c.organization_id == organization_id
+                )
+            )
+            if in_organization is None:
+                raise Forbidden()
+            if previous_conversation_id is not None:
+                previous = await connection.scalar(
+                    sa.select(_conversation.c.id).where(
+                        _conversation.c.id == previous_conversation_id,
+                        _owned_by(member_id, organization_id),
+                    )
+                )
+                if previous is None:
+                    raise NotFound()
+            taken = await connection.scalar(
+                sa.select(_conversation.c.id).where(_conversation.c.id == info.id)
+            )
+            if taken is not None:
+                raise InvalidMessage("That conversation id is already in use.")
+            await connection.execute(
+                sa.insert(_conversation).values(
+                    id=info.id,
+                    organization_id=organization_id,
+                    member_id=member_id,
+                    title=None,
+                    previous_conversation_id=previous_conversation_id,
+                    message_count=0,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+        return info
+
+    async def rename_conversation(
+        self, conversation_id: UUID, member_id: UUID, organization_id: UUID, title: str
+    ) -> ConversationInfo | None:
+        """Set a title chosen by the member: stripped, cut to `MAX_TITLE_LENGTH`. Returns the renamed
+        conversation, or None when it is not theirs. A blank title raises `InvalidMessage`. Renaming
+        does not move the conversation in the list (`updated_at` is untouched)."""
+        title = title.strip()[:MAX_TITLE_LENGTH]
+        if not title:
+            raise InvalidMessage("A conversation title cannot be empty.")
+        statement = (
+            sa.update(_conversation)
+            .where(_conversation.c.id == conversation_id, _owned_by(member_id, organization_id))
+            .values(title=title)
+            .returning(*_CONVERSATION_COLUMNS)
+        )
+        async with self._engine.begin() as connection:
+            row = (await connection.execute(statement)).mappings().first()
+        return None if row is None else _conversation_info(row)
+
+    async def set_title(self, conversation_id: UUID, title: str) -> None:
+        """Store a generated title (stripped, cut to `MAX_TITLE_LENGTH`; a blank one is ignored).
+        For the server's own titling, which has already checked ownership; `updated_at` is untouched."""
+        title = title.strip()[:MAX_TITLE_LENGTH]
+        if not title:
+            return
+        async with self._engine.begin() as connection:
+            await connection.execute(
+                sa.update(_conversation).where(_conversation.c.id == conversation_id).values(title=title)
+            )
+
+    async def delete_conversation(
+        self, conversation_id: UUID, member_id: UUID, organization_id: UUID
+    ) -> bool:
+        """Delete the member's conversation and its messages; False when it is not theirs.
+
+        A conversation that rolled over from it stays, with its link (`previous_conversation_id`)
+        cleared. Done explicitly rather than left to the foreign keys' ON DELETE actions, so the
+        outcome does not depend on how a connection was configured.
+        """
+        owned = (
+            sa.select(_conversation.c.id)
+            .where(_conversation.c.id == conversation_id, _owned_by(member_id, organization_id))
+            # PostgreSQL: a concurrent add_message waits, then finds the conversation gone.
+            .with_for_update()
+        )
+        async with self._engine.begin() as connection:
+            if await connection.scalar(owned) is None:
+                return False
+            await connection.execute(sa.delete(_message).where(_message.c.conversation_id == conversation_id))
+            await connection.execute(
+                sa.update(_conversation)
+                .where(_conversation.c.previous_conversation_id == conversation_id)
+                .values(previous_conversation_id=None)
+            )
+            result = await connection.execute(
+                sa.delete(_conversation).where(_conversation.c.id == conversation_id)
+            )
+        return result.rowcount == 1
+
+    # Messages
+
+    async def add_message(
+        self,
+        conversation_id: UUID,
+        role: str,
+        content: str,
+        *,
+        message_id: UUID | None = None,
+        status: str = MessageStatus.COMPLETE.value,
+        tool_calls: list[dict[str, Any]] | None = None,
+        client_message_id: str | None = None,
+        model: str | None = None,
+    ) -> StoredMessage:
+        """Append a message: it takes the next position, and the conversation's `message_count` and
+        `updated_at` move with it, all in one transaction.
+
+        Raises `DuplicateClientMessage` (storing nothing) when `client_message_id` is already in
+        this conversation, `NotFound` when the conversation does not exist, and `ValueError` for an
+        unknown role or status.
+        """
+        if role not in _ROLES:
+            raise ValueError(f"message role must be one of {sorted(_ROLES)}, not {role!r}")
+        _check_status(status)
+        # Plain strings in the results even when given enum members.
+        role, status = str(role), str(status)
+        now = utcnow()
+        message_id = message_id or uuid.uuid4()
+        stamp = sa.literal(now, UTCDateTime())
+        take_position = (
+            sa.update(_conversation)
+            .where(_conversation.c.id == conversation_id)
+            .values(
+                message_count=_conversation.c.message_count + 1,
+                # Never backwards: a concurrent add that read the clock later may have committed first.
+                updated_at=sa.case(
+                    (_conversation.c.updated_at > stamp, _conversation.c.updated_at), else_=stamp
+                ),
+            )
+            .returning(_conversation.c.message_count)
+        )
+        async with self._engine.begin() as connection:
+            count = (await connection.execute(take_position)).scalar()
+            if count is None:
+                raise NotFound()
+            if client_message_id is not None:
+                existing = await connection.scalar(
+                    sa.select(_message.c.id).where(
+                        _message.c.conversation_id == conversation_id,
+                        _message.c.client_message_id == client_message_id,
+                    )
+                )
+                if existing is not None:
+                    raise DuplicateClientMessage(conversation_id, client_message_id, existing)
+            stored = StoredMessage(
+                id=message_id,
+                conversation_id=conversation_id,
+                position=count - 1,
+                role=role,
+                content=content,
+                tool_calls=tool_calls,
+                status=status,
+                client_message_id=client_message_id,
+                created_at=now,
+            )
+            await connection.execute(
+                sa.insert(_message).values(
+                    id=stored.id,
+                    conversation_id=conversation_id,
+                    position=stored.position,
+                    role=role,
+                    content=content,
+                    tool_calls_json=tool_calls,
+                    status=status,
+                    client_message_id=client_message_id,
+                    model=model,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+        return stored
+
+    async def update_message(
+        self,
+        message_id: UUID,
+        *,
+        content: str | None = None,
+        tool_calls: list[dict[str, Any]] | None = None,
+        status: str | None = None,
+        prompt_tokens: int | None = None,
+        completion_tokens: int | None = None,
+        model: str | None = None,
+    ) -> None:
+        """Change the given fields of a message (None means "leave as is") and bump its `updated_at`;
+        one `UPDATE`, cheap enough for the periodic flush of a streaming answer. An unknown id is a
+        no-op, as is a call that gives no field."""
+        given = {
+            "content": content,
+            "tool_calls_json": tool_calls,
+            "status": status,
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "model": model,
+        }
+        values: dict[str, Any] = {name: value for name, value in given.items() if value is not None}
+        if not values:
+            return
+        if status is not None:
+            _check_status(status)
+            values["status"] = str(status)
+        values["updated_at"] = utcnow()
+        async with self._engine.begin() as connection:
+            await connection.execute(sa.update(_message).where(_message.c.id == message_id).values(values))
+
+    async def messages(self, conversation_id: UUID, *, last: int | None = None) -> list[StoredMessage]:
+        """The conversation's messages in order (position ascending); with `last=N`, only the N most
+        recent, still in ascending order. The caller has checked the conversation is the member's."""
+        statement = sa.select(*_MESSAGE_COLUMNS).where(_message.c.conversation_id == conversation_id)
+        if last is None:
+            statement = statement.order_by(_message.c.position.asc())
+        elif last <= 0:
+            return []
+        else:
+            statement = statement.order_by(_message.c.position.desc()).limit(last)
+        async with self._engine.connect() as connection:
+            rows = (await connection.execute(statement)).mappings().all()
+        found = [_stored_message(row) for row in rows]
+        if last is not None:
+            found.reverse()
+        return found
+
+    async def find_by_client_message_id(
+        self, member_id: UUID, organization_id: UUID, client_message_id: str
+    ) -> StoredMessage | None:
+        """The message the member sent with this `client_message_id`, in any of their conversations."""
+        statement = (
+            sa.select(*_MESSAGE_COLUMNS)
+            .join(_conversation, _conversation.c.id == _message.c.conversation_id)
+            .where(_owned_by(member_id, organization_id), _message.c.client_message_id == client_message_id)
+            .order_by(_message.c.created_at.desc())
+            .limit(1)
+        )
+        async with self._engine.connect() as connection:
+            row = (await connection.execute(statement)).mappings().first()
+        return None if row is None else _stored_message(row)
+
+    async def set_feedback(
+        self, message_id: UUID, member_id: UUID, organization_id: UUID, rating: str, comment: str | None
+    ) -> bool:
+        """Record the member's rating (`up`/`down`, else `InvalidMessage`) and optional comment on an
+        assistant message of one of their conversations; False for any other message. Rating again
+        replaces the earlier feedback."""
+        if rating not in FEEDBACK_RATINGS:
+            raise InvalidMessage("Feedback must be 'up' or 'down'.")
+        comment = (comment or "").strip() or None
+        statement = (
+            sa.update(_message)
+            .where(
+                _message.c.id == message_id,
+                _message.c.role == MessageRole.ASSISTANT.value,
+                _message.c.conversation_id.in_(
+                    sa.select(_conversation.c.id).where(_owned_by(member_id, organization_id))
+                ),
+            )
+            .values(feedback_rating=rating, feedback_comment=comment)
+        )
+        async with self._engine.begin() as connection:
+            result = await connection.execute(statement)
+        return result.rowcount == 1
+
+    async def recover_interrupted(self, *, stale_after: timedelta | None = None) -> int:
+        """Mark every message still `streaming` as `failed`, keeping its content; returns how many.
+
+        Run at startup: a process that died mid-answer leaves such rows. With several instances on
+        one database, pass `stale_after` (well above the flush interval of a streaming answer) so
+        that only rows no live instance has touched recently are failed.
+        """
+        now = utcnow()
+        statement = (
+            sa.update(_message)
+            .where(_message.c.status == MessageStatus.STREAMING.value)
+            .values(status=MessageStatus.FAILED.value, updated_at=now)
+        )
+        if stale_after is not None:
+            statement = statement.where(_message.c.updated_at < now - stale_after)
+        async with self._engine.begin() as connection:
+            result = await connection.execute(statement)
+        return result.rowcount
