@@ -95,7 +95,7 @@ def _postgres_engine(url: URL) -> AsyncEngine:
     return _create_async_engine(
         url,
         pool_size=10,
-        max_overflow=20,
+        max_overflow=10,
         pool_timeout=30,
         pool_pre_ping=True,
         # Recycled before typical idle cut-offs of proxies and managed databases.

@@ -22,7 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -131,32 +131,11 @@ _MEMBER_COLUMNS = (
     _member.c.role,
     _member.c.removed_at,
 )
-_CONVERSATION_COLUMNS = tuple(
-    _conversation.c[name]
-    for name in (
-        "id",
-        "organization_id",
-        "member_id",
-        "title",
-        "previous_conversation_id",
-        "message_count",
-        "created_at",
-        "updated_at",
-    )
-)
+# Selected under the names of the dataclass fields, so that a row maps onto its dataclass by name.
+_CONVERSATION_COLUMNS = tuple(_conversation.c[field.name] for field in fields(ConversationInfo))
 _MESSAGE_COLUMNS = tuple(
-    _message.c[name]
-    for name in (
-        "id",
-        "conversation_id",
-        "position",
-        "role",
-        "content",
-        "tool_calls_json",
-        "status",
-        "client_message_id",
-        "created_at",
-    )
+    _message.c["tool_calls_json" if field.name == "tool_calls" else field.name].label(field.name)
+    for field in fields(StoredMessage)
 )
 
 
@@ -174,30 +153,11 @@ def _member_info(row: sa.RowMapping) -> MemberInfo:
 
 
 def _conversation_info(row: sa.RowMapping) -> ConversationInfo:
-    return ConversationInfo(
-        id=row["id"],
-        organization_id=row["organization_id"],
-        member_id=row["member_id"],
-        title=row["title"],
-        previous_conversation_id=row["previous_conversation_id"],
-        message_count=row["message_count"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-    )
+    return ConversationInfo(**row)
 
 
 def _stored_message(row: sa.RowMapping) -> StoredMessage:
-    return StoredMessage(
-        id=row["id"],
-        conversation_id=row["conversation_id"],
-        position=row["position"],
-        role=row["role"],
-        content=row["content"],
-        tool_calls=row["tool_calls_json"],
-        status=row["status"],
-        client_message_id=row["client_message_id"],
-        created_at=row["created_at"],
-    )
+    return StoredMessage(**row)
 
 
 def _owned_by(member_id: UUID, organization_id: UUID) -> sa.ColumnElement[bool]:
