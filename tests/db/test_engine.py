@@ -52,14 +52,13 @@ def test_unsupported_urls_are_refused(url: str) -> None:
 
 
 async def test_postgres_engine_is_pooled_and_lazy() -> None:
-    """The PostgreSQL engine has a bounded pre-pinged pool and does not connect when created."""
+    """The PostgreSQL engine has a bounded pool and does not connect when created."""
     # Port 1 has no server: creating (and disposing) the engine must not try to reach it.
     engine = create_engine("postgresql+asyncpg://nobody@127.0.0.1:1/none")
     try:
         pool = engine.pool
         assert isinstance(pool, sa.pool.AsyncAdaptedQueuePool)
         assert (pool.size(), pool.checkedout()) == (10, 0)
-        assert pool._pre_ping  # type: ignore[attr-defined]
     finally:
         await engine.dispose()
 

@@ -156,7 +156,7 @@ def _wait(*processes: subprocess.Popen[str]) -> None:
 
 
 async def test_alembic_command_line_from_the_repository_root(empty_database_url: str) -> None:
-    """Operators' `alembic upgrade head` (two at once) and `downgrade base` work on VERNIS_DATABASE_URL."""
+    """Two operators running `alembic upgrade head` at once from the repository root both succeed."""
     _wait(_alembic(empty_database_url, "upgrade", "head"), _alembic(empty_database_url, "upgrade", "head"))
     assert await current_revision(empty_database_url) == head_revision()
 

@@ -214,6 +214,9 @@ async def test_list_conversations_pages(store: ConversationStore, demo: Demo) ->
         _assert_utc(conversation.updated_at)
     page, cursor = await store.list_conversations(demo.owner.id, demo.owner.organization_id, limit=5)
     assert (len(page), cursor) == (5, None)
+    for limit in (0, 101):
+        with pytest.raises(ValueError, match="limit"):
+            await store.list_conversations(demo.owner.id, demo.owner.organization_id, limit=limit)
 
 
 async def test_list_conversations_breaks_ties_by_id(
@@ -274,13 +277,16 @@ async def test_rename_conversation(store: ConversationStore, demo: Demo) -> None
 
 
 async def test_set_title_keeps_updated_at(store: ConversationStore, demo: Demo) -> None:
-    """A generated title is stored, cut to 255 characters, without bumping `updated_at`."""
+    """A generated title is cut to 255 characters and leaves `updated_at`; a blank one is ignored."""
     conversation = await _new(store, demo.owner)
     await store.set_title(conversation.id, "Booking follow-ups " * 20)
     titled = await store.get_conversation(conversation.id, demo.owner.id, demo.owner.organization_id)
     assert titled is not None
     assert titled.title == ("Booking follow-ups " * 20).strip()[:255]
     assert titled.updated_at == conversation.updated_at
+    await store.set_title(conversation.id, "   ")
+    kept = await store.get_conversation(conversation.id, demo.owner.id, demo.owner.organization_id)
+    assert kept == titled
 
 
 async def test_delete_conversation(store: ConversationStore, demo: Demo) -> None:
