@@ -42,6 +42,7 @@ def upgrade() -> None:
         sa.Column("email", sa.String(length=320), nullable=False),
         sa.Column("name", sa.String(length=255), nullable=False),
         sa.Column("role", sa.String(length=16), nullable=False),
+        sa.Column("revoked_permissions", sa.JSON(), server_default=sa.text("'[]'"), nullable=False),
         sa.Column("removed_at", _timestamp(), nullable=True),
         sa.Column("created_at", _timestamp(), nullable=False),
         sa.PrimaryKeyConstraint("id", name="pk_member"),

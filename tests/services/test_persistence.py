@@ -105,6 +105,25 @@ async def test_removed_member_is_flagged(engine: AsyncEngine, store: Conversatio
     assert member.removed
 
 
+async def test_revoked_permissions_come_with_the_member(
+    engine: AsyncEngine, store: ConversationStore, demo: Demo
+) -> None:
+    """A member has no revoked permissions by default; the ones an organization revokes are read back."""
+    member = await store.get_member(demo.member.id)
+    assert member is not None
+    assert member.revoked_permissions == ()
+    members = table_of(Member)
+    async with engine.begin() as connection:
+        await connection.execute(
+            sa.update(members)
+            .where(members.c.id == demo.member.id)
+            .values(revoked_permissions=["assistant:use", "message:create"])
+        )
+    member = await store.get_member(demo.member.id)
+    assert member is not None
+    assert member.revoked_permissions == ("assistant:use", "message:create")
+
+
 async def test_get_member_by_email_ignores_case(store: ConversationStore, demo: Demo) -> None:
     """Email lookup ignores letter case and surrounding blanks; an unknown email gives None."""
     member = await store.get_member_by_email("  Owner@ACME.test ")

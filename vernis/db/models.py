@@ -129,6 +129,12 @@ class Member(SQLModel, table=True):
     email: str = Field(max_length=320, unique=True)
     name: str = Field(max_length=255)
     role: str = Field(default=Role.MEMBER.value, max_length=16)
+    # Permissions the organization took away from this one member, on top of their role's set
+    # (e.g. "assistant:use" to keep them off the assistant). The database default covers inserts
+    # that leave it out.
+    revoked_permissions: list[str] = Field(
+        default_factory=list, sa_type=sa.JSON(), sa_column_kwargs={"server_default": sa.text("'[]'")}
+    )
     # A removed member keeps their rows (audit) but can no longer connect; open sockets close (4401).
     removed_at: datetime | None = Field(default=None, sa_type=_tz())
     created_at: datetime = Field(default_factory=utcnow, sa_type=_tz())

@@ -94,6 +94,8 @@ class MemberInfo:
     name: str
     role: str
     removed: bool
+    # Taken away from this member on top of their role (`permissions_for(role, revoked_permissions)`).
+    revoked_permissions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +132,7 @@ _MEMBER_COLUMNS = (
     _member.c.name,
     _member.c.role,
     _member.c.removed_at,
+    _member.c.revoked_permissions,
 )
 # Selected under the names of the dataclass fields, so that a row maps onto its dataclass by name.
 _CONVERSATION_COLUMNS = tuple(_conversation.c[field.name] for field in fields(ConversationInfo))
@@ -149,6 +152,7 @@ def _member_info(row: sa.RowMapping) -> MemberInfo:
         name=row["name"],
         role=row["role"],
         removed=row["removed_at"] is not None,
+        revoked_permissions=tuple(row["revoked_permissions"] or ()),
     )
 
 
