@@ -236,22 +236,23 @@ async def test_default_reply_says_it_is_scripted_and_quotes_the_user(
     assert "“What is on my calendar?”" in text
 
 
+QUESTION = "can you find the invoice for Globex from last March, please?"
+
+
 @pytest.mark.parametrize(
-    ("model", "system"),
+    ("model", "system", "content"),
     [
-        (SCRIPTED_TITLE_MODEL, "Be helpful."),
-        ("vernis-scripted", "Write a short title for this conversation."),
+        (SCRIPTED_TITLE_MODEL, "Be helpful.", QUESTION),
+        ("scripted", "Write a short title for this conversation.", QUESTION),
+        ("scripted", "Write a title for this conversation.", f"User: {QUESTION}\n\nAssistant: Here it is."),
     ],
-    ids=["title-model", "title-prompt"],
+    ids=["title-model", "title-prompt", "transcript"],
 )
 async def test_title_requests_get_a_short_title_from_the_first_message(
-    client: openai.AsyncOpenAI, model: str, system: str
+    client: openai.AsyncOpenAI, model: str, system: str, content: str
 ) -> None:
     """A request for the title model, or whose system prompt asks for a title, gets the first words."""
-    messages: list[Any] = [
-        {"role": "system", "content": system},
-        {"role": "user", "content": "can you find the invoice for Globex from last March, please?"},
-    ]
+    messages: list[Any] = [{"role": "system", "content": system}, {"role": "user", "content": content}]
 
     completion = await client.chat.completions.create(model=model, messages=messages)
 

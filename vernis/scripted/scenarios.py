@@ -75,7 +75,7 @@ def system_text(body: Mapping[str, Any]) -> str:
 
 
 class TitleScenario:
-    """Answers title requests with the first words of the first user message.
+    """Answers title requests with the first words of the first user message (or its `User:` part).
 
     A title request is one for `title_model`, or one without tools whose system message mentions a
     "title" (so the title prompt works whatever model name the server is configured with).
@@ -92,7 +92,10 @@ class TitleScenario:
     def __call__(self, body: Mapping[str, Any], /) -> Reply | None:
         if not self.is_title_request(body):
             return None
-        words = re.findall(r"[\w'\u2019-]+", first_user_text(body))
+        text = first_user_text(body)
+        # A transcript ("User: ...\n\nAssistant: ...") is titled from the user's part.
+        transcript = re.match(r"\s*user\s*:\s*(.*?)(?:\n\s*assistant\s*:|$)", text, re.IGNORECASE | re.DOTALL)
+        words = re.findall(r"[\w'\u2019-]+", transcript.group(1) if transcript else text)
         if not words:
             return Reply("New conversation")
         title = " ".join(words[:TITLE_WORDS])
