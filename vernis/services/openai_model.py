@@ -51,7 +51,8 @@ class OpenAIChatModel:
     """Streams chat completions from `base_url` (`.../v1`); see the module docstring.
 
     `stall_timeout` bounds both the wait for the response headers and the silence between two
-    chunks; `max_retries` is the client's retry budget before the first byte of the answer.
+    chunks; `max_retries` is the client's retry budget before the first byte of the answer. One
+    stream is iterated by one task (the stall timer cancels the task that started it).
     """
 
     def __init__(
@@ -82,7 +83,7 @@ class OpenAIChatModel:
         try:
             async with create(**_params(request)) as response:
                 http = response.http_response
-                if not http.headers.get("content-type", "").startswith("text/event-stream"):
+                if http.headers.get("content-type", "").startswith("application/json"):
                     # A server that ignored `stream: true` (or sent a JSON error under HTTP 200).
                     for event in await self._read_whole(http):
                         yield event
