@@ -18,31 +18,26 @@ import uvicorn
 
 from vernis.settings import Settings, load_settings
 
-__all__ = ["main", "uvicorn_config"]
+__all__ = ["main", "uvicorn_options"]
 
 
-def uvicorn_config(app: Any, settings: Settings, *, host: str, port: int, **extra: Any) -> uvicorn.Config:
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
     """uvicorn, configured the way Vernis must run: tight WebSocket limits (SPEC §2).
 
     uvicorn's own defaults allow 16 MiB frames and per-message deflate (a small frame can inflate a
     thousandfold); the sans-I/O websockets implementation is the fastest and leanest here and sends
     keepalive pings itself (a missed pong closes with 1011).
     """
-    extra.setdefault("log_level", settings.log_level.lower())
-    return uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        ws="websockets-sansio",
-        ws_max_size=settings.max_frame_bytes,
-        ws_per_message_deflate=False,
-        ws_ping_interval=settings.ping_interval,
-        ws_ping_timeout=settings.ping_timeout,
-        timeout_graceful_shutdown=int(settings.shutdown_grace) + 1,
-        lifespan="on",
-        server_header=False,
-        **extra,
-    )
+    return {
+        "ws": "websockets-sansio",
+        "ws_max_size": settings.max_frame_bytes,
+        "ws_per_message_deflate": False,
+        "ws_ping_interval": settings.ping_interval,
+        "ws_ping_timeout": settings.ping_timeout,
+        "timeout_graceful_shutdown": int(settings.shutdown_grace) + 1,
+        "lifespan": "on",
+        "server_header": False,
+    }
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -53,14 +48,15 @@ def _serve(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {}
     scripted = None
     if args.scripted_model:
-        from vernis.scripted.server import ScriptedModel
+        from vernis.scripted import SCRIPTED_CHAT_MODEL, SCRIPTED_TITLE_MODEL, ScriptedModel
 
-        scripted = ScriptedModel()
+        # Paced like a real model, so streaming can be seen.
+        scripted = ScriptedModel(chunk_delay=0.03)
         overrides = {
             "llm_base_url": f"http://127.0.0.1:{args.port}/scripted/v1",
             "llm_api_key": "scripted",
-            "llm_model": "scripted",
-            "title_model": "scripted-title",
+            "llm_model": SCRIPTED_CHAT_MODEL,
+            "title_model": SCRIPTED_TITLE_MODEL,
         }
     settings = load_settings(**overrides)
     configure_logging(settings.log_level, settings.log_format)
@@ -72,7 +68,15 @@ def _serve(args: argparse.Namespace) -> int:
 
     routes = [Mount("/scripted", app=scripted.app)] if scripted is not None else []
     app = create_app(settings, extra_routes=routes, scripted=scripted is not None)
-    server = uvicorn.Server(uvicorn_config(app, settings, host=args.host, port=args.port, log_config=None))
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_config=None,
+        log_level=settings.log_level.lower(),
+        **uvicorn_options(settings),
+    )
+    server = uvicorn.Server(config)
     server.run()
     return 0
 

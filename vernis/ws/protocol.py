@@ -3,19 +3,30 @@
 Incoming frames are parsed by `parse_command()` with one `TypeAdapter`; outgoing events are
 encoded by `encode()` with orjson. Both ends are plain code: no socket, no database.
 
-Field names on the wire are the model field names. `None` fields are left out of event frames, so a
-client sees only what applies (`retry_after_ms` only on `rate_limited`, `resumed` only on a resume).
+Field names on the wire are the model field names. Optional fields that are unset are left out of event
+frames, so a client sees only what applies (`retry_after_ms` only on `rate_limited`, `resumed` only
+on a resume); a required field that is null (the `conversation_id` of a pending conversation) stays.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StringConstraints,
+    TypeAdapter,
+    ValidationError,
+    model_serializer,
+)
 
 from vernis.exceptions import InvalidMessage, MessageTooLong
 
@@ -65,6 +76,21 @@ class _Command(BaseModel):
 
 class _Event(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_serializer(mode="wrap")
+    def _leave_out_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Optional fields (default None) are left out when unset; a required field that is null
+        # (`conversation_id` of a pending conversation) stays, as the protocol says.
+        data: dict[str, Any] = handler(self)
+        for name in _optional_fields(type(self)):
+            if name in data and data[name] is None:
+                del data[name]
+        return data
+
+
+@functools.cache
+def _optional_fields(model: type[BaseModel]) -> tuple[str, ...]:
+    return tuple(name for name, info in model.model_fields.items() if not info.is_required() and info.default is None)
 
 
 # --- client → server -------------------------------------------------------------------------
@@ -272,7 +298,7 @@ class AssistantEnd(_ConversationEvent):
     type: Literal["assistant_end"] = "assistant_end"
     conversation_id: UUID
     message_id: UUID
-    stopped: bool = False
+    stopped: bool
 
 
 class TitleUpdated(_ConversationEvent):
@@ -325,12 +351,12 @@ _event_adapter: TypeAdapter[Event] = TypeAdapter(Event)
 
 def encode(event: Event) -> str:
     """One event as a JSON text frame."""
-    return orjson.dumps(event.model_dump(mode="json", exclude_none=True)).decode()
+    return orjson.dumps(event.model_dump(mode="json")).decode()
 
 
 def numbered(event: Event) -> Callable[[int], str]:
     """A builder of the event's frame once the hub has given it its `seq`."""
-    data = event.model_dump(mode="json", exclude_none=True)
+    data = event.model_dump(mode="json")
     return lambda seq: orjson.dumps({**data, "seq": seq}).decode()
 
 

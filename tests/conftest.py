@@ -1,0 +1,1 @@
+pytest_plugins = ["tests.fixtures.db", "tests.fixtures.scripted", "tests.fixtures.server"]
