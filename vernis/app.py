@@ -8,7 +8,7 @@ running answers finish for `VERNIS_SHUTDOWN_GRACE` seconds and stores whatever i
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -49,7 +49,7 @@ def create_app(
     registry: ToolRegistry | None = None,
     hub: EventHub | None = None,
     resolve_page: PageResolver | None = None,
-    extra_routes: list[BaseRoute] | None = None,
+    extra_routes: Sequence[BaseRoute] = (),
     scripted: bool = False,
 ) -> Starlette:
     """Build the app. Arguments left out are made from `settings` when the app starts."""
@@ -65,7 +65,9 @@ def create_app(
         chat_model = model or _model_from(settings)
         event_hub = hub or MemoryHub()
         answers = AnswerService(store=store, hub=event_hub, model=chat_model)
-        titles = TitleService(model=chat_model, model_name=settings.title_model_name, store=store, hub=event_hub)
+        titles = TitleService(
+            model=chat_model, model_name=settings.title_model_name, store=store, hub=event_hub
+        )
 
         async def title_after_first_exchange(answer: RunningAnswer, status: str) -> None:
             if answer.spec.first_user_message is not None:
@@ -86,7 +88,9 @@ def create_app(
             resolve_page=resolve_page or resolve_route_only,
             scripted=scripted,
         )
-        logger.info("vernis started", extra={"model": settings.chat_model, "llm_base_url": settings.llm_base_url})
+        logger.info(
+            "vernis started", extra={"model": settings.chat_model, "llm_base_url": settings.llm_base_url}
+        )
         try:
             yield {"services": services}
         finally:
@@ -102,7 +106,7 @@ def create_app(
         WebSocketRoute("/api/assistant/ws", assistant_socket),
         Route("/healthz", healthz),
         Route("/readyz", readyz),
-        *(extra_routes or []),
+        *extra_routes,
     ]
     if STATIC_DIR.is_dir():
         routes.append(Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"))

@@ -1,9 +1,9 @@
 """The `vernis` command (SPEC §13).
 
-    vernis serve [--host H] [--port P] [--scripted-model] [--seed-demo]
-    vernis db upgrade
-    vernis seed-demo
-    vernis token EMAIL [--ttl SECONDS]
+vernis serve [--host H] [--port P] [--scripted-model] [--seed-demo]
+vernis db upgrade
+vernis seed-demo
+vernis token EMAIL [--ttl SECONDS]
 """
 
 from __future__ import annotations
@@ -135,7 +135,11 @@ def _token(args: argparse.Namespace) -> int:
     assert settings.jwt_secret is not None
     print(
         issue_token(
-            member.id, member.organization_id, settings.jwt_secret, ttl=args.ttl, algorithm=settings.jwt_algorithm
+            member.id,
+            member.organization_id,
+            settings.jwt_secret,
+            ttl=args.ttl,
+            algorithm=settings.jwt_algorithm,
         )
     )
     return 0

@@ -30,12 +30,24 @@ def test_copy_is_independent() -> None:
 
 def test_tool_calls_render_as_call_and_result_pairs() -> None:
     """An assistant entry with tool calls becomes a tool_calls message, one tool message each, then its text."""
-    call = {"call_id": "c1", "tool_name": "lookup", "arguments": {"q": "x"}, "status": "ok", "result": {"ok": True}}
-    window = ConversationWindow(10, [WindowEntry("user", "find x"), WindowEntry("assistant", "Found it.", (call,))])
+    call = {
+        "call_id": "c1",
+        "tool_name": "lookup",
+        "arguments": {"q": "x"},
+        "status": "ok",
+        "result": {"ok": True},
+    }
+    window = ConversationWindow(
+        10, [WindowEntry("user", "find x"), WindowEntry("assistant", "Found it.", (call,))]
+    )
     messages = window.to_messages()
     assert messages[0] == {"role": "user", "content": "find x"}
     assert messages[1]["tool_calls"][0]["function"] == {"name": "lookup", "arguments": '{"q":"x"}'}
-    assert messages[2] == {"role": "tool", "tool_call_id": "c1", "content": orjson.dumps({"ok": True}).decode()}
+    assert messages[2] == {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": orjson.dumps({"ok": True}).decode(),
+    }
     assert messages[3] == {"role": "assistant", "content": "Found it."}
 
 

@@ -21,7 +21,7 @@ async def test_first_message_is_created_streamed_stored_titled_and_replayed(vern
         assert text_of(events) == "Hello Priya, how can I help?"
         assert events[-1]["stopped"] is False
         seqs = [e["seq"] for e in events]
-        assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+        assert seqs == sorted(set(seqs))
         (title,) = await client.expect("title_updated")
         assert title["conversation_id"] == conversation_id
         assert 0 < len(title["title"]) <= 60

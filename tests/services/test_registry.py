@@ -58,7 +58,9 @@ def runner_for(probe: Probe, permissions: frozenset[str]) -> ToolRunner:
         ]
     )
     toolset = registry.for_member(permissions)
-    return ToolRunner(toolset, ToolContext(member=MEMBER, permissions=permissions, conversation_id=uuid.uuid4()))
+    return ToolRunner(
+        toolset, ToolContext(member=MEMBER, permissions=permissions, conversation_id=uuid.uuid4())
+    )
 
 
 def call(q: str, name: str = "lookup", call_id: str | None = None) -> ToolCall:
@@ -96,7 +98,12 @@ async def test_errors_become_envelopes_without_internals() -> None:
     assert not_json.envelope["error"]["code"] == "invalid_arguments"
     assert missing.envelope == {
         "ok": False,
-        "error": {"code": "not_found", "message": "No such thing.", "retryable": False, "hint": "Search first."},
+        "error": {
+            "code": "not_found",
+            "message": "No such thing.",
+            "retryable": False,
+            "hint": "Search first.",
+        },
     }
     assert crash.envelope["error"]["code"] == "internal"
     assert "secret" not in str(crash.envelope)

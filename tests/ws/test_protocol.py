@@ -26,7 +26,9 @@ def test_user_message_parses_with_page_context() -> None:
     )
     assert isinstance(command, protocol.UserMessage)
     assert command.content == "hello"
-    assert command.page_context == protocol.PageContext(route="/contacts/abc", entity_type="contact", entity_id="abc")
+    assert command.page_context == protocol.PageContext(
+        route="/contacts/abc", entity_type="contact", entity_id="abc"
+    )
 
 
 @pytest.mark.parametrize(
@@ -37,10 +39,16 @@ def test_user_message_parses_with_page_context() -> None:
         (b'{"content": "x"}', "string `type`"),
         (b'{"type": "launch_rockets"}', "Unknown command type 'launch_rockets'"),
         (b'{"type": "load_conversation", "conversation_id": "nope"}', "conversation_id"),
-        (b'{"type": "feedback", "message_id": "00000000-0000-0000-0000-000000000000", "rating": "meh"}', "rating"),
+        (
+            b'{"type": "feedback", "message_id": "00000000-0000-0000-0000-000000000000", "rating": "meh"}',
+            "rating",
+        ),
         (b'{"type": "ping", "extra": 1}', "extra"),
         (b'{"type": "user_message", "content": "   "}', "empty"),
-        (b'{"type": "rename_conversation", "conversation_id": "00000000-0000-0000-0000-000000000000", "title": ""}', "title"),
+        (
+            b'{"type": "rename_conversation", "conversation_id": "00000000-0000-0000-0000-000000000000", "title": ""}',
+            "title",
+        ),
     ],
 )
 def test_bad_frames_are_invalid_message(frame: bytes, fragment: str) -> None:

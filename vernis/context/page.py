@@ -15,7 +15,18 @@ from vernis.ws.protocol import PageContext
 __all__ = ["ENTITY_TYPES", "entity_from_route", "resolve_route_only"]
 
 ENTITY_TYPES = frozenset(
-    {"contact", "call", "plan", "plan_template", "agent", "task", "phone", "knowledge", "analyzer", "text_agent"}
+    {
+        "contact",
+        "call",
+        "plan",
+        "plan_template",
+        "agent",
+        "task",
+        "phone",
+        "knowledge",
+        "analyzer",
+        "text_agent",
+    }
 )
 
 # First path segment (plural, as host products name their pages) → entity type.

@@ -266,7 +266,10 @@ class AnswerService:
                 call["status"] = "error"
                 call["result"] = {
                     "ok": False,
-                    "error": {"code": "interrupted", "message": "The answer ended before this call finished."},
+                    "error": {
+                        "code": "interrupted",
+                        "message": "The answer ended before this call finished.",
+                    },
                 }
         try:
             await self._write(
@@ -280,7 +283,7 @@ class AnswerService:
             status, error = MessageStatus.FAILED, error or VernisError()
         answer.spec.window.append(WindowEntry(MessageRole.ASSISTANT, answer.text, tuple(answer.tool_calls)))
         if error is not None:
-            self._publish(conversation_id, protocol.ErrorEvent(code=error.code, message=error.public_message))  # type: ignore[arg-type]
+            self._publish(conversation_id, protocol.ErrorEvent(code=error.code, message=error.public_message))
         self._publish(
             conversation_id,
             protocol.AssistantEnd(

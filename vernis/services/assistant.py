@@ -23,7 +23,15 @@ from vernis.exceptions import LLMStalled, LLMUnavailable
 from vernis.services.llm import ChatModel, ChatRequest, Finish, TextDelta, ToolCall, Usage
 from vernis.services.registry import ToolOutcome, ToolRunner
 
-__all__ = ["AnswerEvent", "LoopSettings", "TextChunk", "ToolFinished", "ToolStarted", "UsageAdded", "run_loop"]
+__all__ = [
+    "AnswerEvent",
+    "LoopSettings",
+    "TextChunk",
+    "ToolFinished",
+    "ToolStarted",
+    "UsageAdded",
+    "run_loop",
+]
 
 logger = logging.getLogger("vernis.assistant")
 

@@ -245,7 +245,9 @@ class ToolRunner:
         if tool is None:
             if call.name in self.toolset.known:
                 return fail("forbidden", f"You are not allowed to use {call.name} for this user.")
-            return fail("unknown_tool", f"There is no tool named {call.name!r}.", "Use one of the listed tools.")
+            return fail(
+                "unknown_tool", f"There is no tool named {call.name!r}.", "Use one of the listed tools."
+            )
         if tool.permission not in self.context.permissions:
             return fail("forbidden", f"You are not allowed to use {call.name} for this user.")
         if not isinstance(arguments, dict):

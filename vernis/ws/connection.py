@@ -12,6 +12,7 @@ closes the socket when the token expires or the member is removed (4401).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 import time
@@ -120,10 +121,8 @@ class Connection:
             asyncio.get_running_loop().create_task(self._close_now(code))
 
     async def _close_now(self, code: CloseCode) -> None:
-        try:
+        with contextlib.suppress(RuntimeError, OSError, WebSocketDisconnect):
             await self.websocket.close(code)
-        except (RuntimeError, OSError, WebSocketDisconnect):
-            pass
 
     async def _write_loop(self) -> None:
         send = self.websocket.send_text
@@ -194,7 +193,7 @@ class Connection:
         self.deliver(protocol.encode(event))
 
     def _send_error(self, code: str, message: str, retry_after_ms: int | None = None) -> None:
-        self._send(protocol.ErrorEvent(code=code, message=message, retry_after_ms=retry_after_ms))  # type: ignore[arg-type]
+        self._send(protocol.ErrorEvent(code=code, message=message, retry_after_ms=retry_after_ms))
 
     # --- commands -----------------------------------------------------------------------------
 
@@ -220,7 +219,11 @@ class Connection:
                 await self._delete(command.conversation_id)
             case protocol.Feedback():
                 stored = await self.services.store.set_feedback(
-                    command.message_id, self.member.id, self.member.organization_id, command.rating, command.comment
+                    command.message_id,
+                    self.member.id,
+                    self.member.organization_id,
+                    command.rating,
+                    command.comment,
                 )
                 if not stored:
                     raise NotFound("No such answer.")
@@ -285,14 +288,16 @@ class Connection:
             self._send(
                 protocol.HistoryMessage(
                     message_id=message.id,
-                    role=message.role,  # type: ignore[arg-type]
+                    role=message.role,
                     content=message.content,
                     tool_calls=message.tool_calls,
                     status=message.status,
                     created_at=message.created_at,
                 )
             )
-        self._send(protocol.HistoryEnd(conversation_id=conversation.id, seq=services.hub.last_seq(conversation.id)))
+        self._send(
+            protocol.HistoryEnd(conversation_id=conversation.id, seq=services.hub.last_seq(conversation.id))
+        )
 
     async def _list(self, before: str | None) -> None:
         conversations, next_before = await self.services.store.list_conversations(
@@ -302,7 +307,10 @@ class Connection:
             protocol.ConversationList(
                 conversations=[
                     protocol.ConversationListItem(
-                        conversation_id=c.id, title=c.title, updated_at=c.updated_at, message_count=c.message_count
+                        conversation_id=c.id,
+                        title=c.title,
+                        updated_at=c.updated_at,
+                        message_count=c.message_count,
                     )
                     for c in conversations
                 ],
@@ -329,7 +337,9 @@ class Connection:
         task = services.answers.running(conversation_id)
         if task is not None and services.answers.stop(conversation_id) and task.task is not None:
             await asyncio.gather(task.task, return_exceptions=True)
-        if not await services.store.delete_conversation(conversation_id, self.member.id, self.member.organization_id):
+        if not await services.store.delete_conversation(
+            conversation_id, self.member.id, self.member.organization_id
+        ):
             raise NotFound()
         services.windows.discard(conversation_id)
         if self.conversation is not None and self.conversation.id == conversation_id:
@@ -341,7 +351,9 @@ class Connection:
     async def _user_message(self, command: protocol.UserMessage) -> None:
         services, member, store = self.services, self.member, self.services.store
         if command.client_message_id is not None:
-            seen = await store.find_by_client_message_id(member.id, member.organization_id, command.client_message_id)
+            seen = await store.find_by_client_message_id(
+                member.id, member.organization_id, command.client_message_id
+            )
             if seen is not None:
                 # Already received (the client resent after a reconnect): answered once, not twice.
                 logger.info("duplicate client_message_id ignored")
@@ -373,7 +385,8 @@ class Connection:
             window = services.windows.build(conversation.id, ())
             first_exchange = True
             services.hub.publish(
-                conversation.id, protocol.numbered(protocol.ConversationCreated(conversation_id=conversation.id))
+                conversation.id,
+                protocol.numbered(protocol.ConversationCreated(conversation_id=conversation.id)),
             )
         elif conversation.message_count >= self.settings.rollover_messages:
             # 4. Rollover: continue in a new conversation linked to the full one, same context.

@@ -44,7 +44,9 @@ async def assistant_socket(websocket: WebSocket) -> None:
     if services.draining:
         return await _refuse(websocket, "shutting down")
     secure = websocket.url.scheme == "wss" or headers.get("x-forwarded-proto") == "https"
-    if not origin_allowed(headers.get("origin"), headers.get("host"), settings.allowed_origins, secure=secure):
+    if not origin_allowed(
+        headers.get("origin"), headers.get("host"), settings.allowed_origins, secure=secure
+    ):
         return await _refuse(websocket, f"origin {headers.get('origin')!r} not allowed")
     token = extract_token(headers, subprotocols)
     if token is None:

@@ -90,7 +90,9 @@ class _Event(BaseModel):
 
 @functools.cache
 def _optional_fields(model: type[BaseModel]) -> tuple[str, ...]:
-    return tuple(name for name, info in model.model_fields.items() if not info.is_required() and info.default is None)
+    return tuple(
+        name for name, info in model.model_fields.items() if not info.is_required() and info.default is None
+    )
 
 
 # --- client → server -------------------------------------------------------------------------
