@@ -23,6 +23,10 @@ from sqlmodel import Field, SQLModel
 
 __all__ = [
     "NAMING_CONVENTION",
+    "Approval",
+    "ApprovalStatus",
+    "AuditEntry",
+    "Notification",
     "Conversation",
     "Member",
     "Message",
@@ -204,3 +208,88 @@ class Message(SQLModel, table=True):
     feedback_comment: str | None = Field(default=None, sa_type=sa.Text())
     created_at: datetime = Field(default_factory=utcnow, sa_type=_tz())
     updated_at: datetime = Field(default_factory=utcnow, sa_type=_tz())
+
+
+class ApprovalStatus(enum.StrEnum):
+    # pending → approved → executed | failed;  pending → rejected | expired.
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    EXECUTED = "executed"
+    FAILED = "failed"
+
+
+class Approval(SQLModel, table=True):
+    """A previewed write waiting for the user's answer (SPEC §5).
+
+    Bound to (member, conversation, tool, hash of the arguments); resolved once, by a compare-and-
+    set on `status`, so two tabs approving at the same moment run the write once.
+    """
+
+    __tablename__ = "assistant_approval"
+    __table_args__ = (
+        sa.Index(
+            "ix_approval_lookup", "member_id", "conversation_id", "tool_name", "arguments_hash", "status"
+        ),
+    )
+
+    id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
+    organization_id: uuid.UUID = Field(foreign_key="organization.id", ondelete="CASCADE")
+    member_id: uuid.UUID = Field(foreign_key="member.id", ondelete="CASCADE")
+    conversation_id: uuid.UUID = Field(foreign_key="assistant_conversation.id", ondelete="CASCADE")
+    # The assistant message whose tool call showed the preview, and that call's id.
+    message_id: uuid.UUID
+    call_id: str = Field(max_length=128)
+    tool_name: str = Field(max_length=64)
+    arguments_json: dict[str, Any] = Field(sa_type=sa.JSON())
+    # sha256 of the canonical arguments (sorted keys, `confirmed` left out).
+    arguments_hash: str = Field(max_length=64)
+    preview_json: dict[str, Any] = Field(sa_type=sa.JSON())
+    status: str = Field(default=ApprovalStatus.PENDING.value, max_length=16)
+    # How it was answered: "button" (confirm_tool) or "chat" (the model's confirmed call).
+    resolved_via: str | None = Field(default=None, max_length=16)
+    result_json: dict[str, Any] | None = Field(default=None, sa_type=sa.JSON(none_as_null=True))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=_tz())
+    expires_at: datetime = Field(sa_type=_tz())
+    resolved_at: datetime | None = Field(default=None, sa_type=_tz())
+
+
+class AuditEntry(SQLModel, table=True):
+    """One row per tool run that writes: who, which tool, with what, how it ended, under which approval."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (sa.Index("ix_audit_org_created", "organization_id", "created_at"),)
+
+    id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
+    organization_id: uuid.UUID = Field(foreign_key="organization.id", ondelete="CASCADE")
+    member_id: uuid.UUID | None = Field(default=None, foreign_key="member.id", ondelete="SET NULL")
+    conversation_id: uuid.UUID | None = None
+    tool_name: str = Field(max_length=64)
+    arguments_json: dict[str, Any] = Field(sa_type=sa.JSON())
+    # "ok", "error" (the tool refused or failed), "rejected" (the user said no).
+    outcome: str = Field(max_length=16)
+    detail: str | None = Field(default=None, sa_type=sa.Text())
+    approval_id: uuid.UUID | None = Field(
+        default=None, foreign_key="assistant_approval.id", ondelete="SET NULL"
+    )
+    created_at: datetime = Field(default_factory=utcnow, sa_type=_tz())
+
+
+class Notification(SQLModel, table=True):
+    """A notification for one member (the product's bell icon)."""
+
+    __tablename__ = "notification"
+    __table_args__ = (sa.Index("ix_notification_member_read", "organization_id", "member_id", "read_at"),)
+
+    id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
+    organization_id: uuid.UUID = Field(foreign_key="organization.id", ondelete="CASCADE")
+    member_id: uuid.UUID = Field(foreign_key="member.id", ondelete="CASCADE")
+    # e.g. missed_call, new_sms, task_due, plan_completed, mention
+    kind: str = Field(max_length=32)
+    title: str = Field(max_length=255)
+    body: str = Field(default="", sa_type=sa.Text())
+    # The route of the thing it is about, when there is one (e.g. /contacts/<id>).
+    link: str | None = Field(default=None, max_length=512)
+    read_at: datetime | None = Field(default=None, sa_type=_tz())
+    created_at: datetime = Field(default_factory=utcnow, sa_type=_tz())
