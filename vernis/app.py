@@ -7,6 +7,7 @@ running answers finish for `VERNIS_SHUTDOWN_GRACE` seconds and stores whatever i
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -25,13 +26,15 @@ from vernis.context.window import WindowCache
 from vernis.db.engine import create_engine
 from vernis.runtime import PageResolver, Services
 from vernis.services.answers import AnswerService, RunningAnswer
+from vernis.services.approvals import ApprovalService
 from vernis.services.hub import EventHub, MemoryHub
 from vernis.services.llm import ChatModel
 from vernis.services.openai_model import OpenAIChatModel
 from vernis.services.persistence import ConversationStore
-from vernis.services.registry import ToolRegistry
+from vernis.services.registry import ToolRegistry, ToolResources
 from vernis.services.titles import TitleService
 from vernis.settings import Settings, load_settings
+from vernis.tools import default_registry
 from vernis.ws.endpoint import assistant_socket
 from vernis.ws.limits import MemberRateLimiter
 
@@ -83,7 +86,10 @@ def create_app(
             answers=answers,
             titles=titles,
             windows=WindowCache(settings.window_messages),
-            registry=registry if registry is not None else ToolRegistry(),
+            registry=registry if registry is not None else default_registry(),
+            tool_resources=ToolResources(
+                engine=engine, approvals=ApprovalService(engine, settings.approval_ttl)
+            ),
             member_limiter=MemberRateLimiter(settings.member_rate_limit),
             resolve_page=resolve_page or resolve_route_only,
             scripted=scripted,
@@ -111,6 +117,13 @@ def create_app(
     if STATIC_DIR.is_dir():
         routes.append(Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"))
     return Starlette(routes=routes, lifespan=lifespan)
+
+
+async def _sweep(hub: MemoryHub) -> None:
+    """Forget replay windows of conversations nobody has used for a while."""
+    while True:
+        await asyncio.sleep(60)
+        hub.sweep()
 
 
 def _model_from(settings: Settings) -> ChatModel:

@@ -15,7 +15,7 @@ from vernis.services.hub import EventHub
 from vernis.services.llm import ChatModel
 from vernis.services.persistence import ConversationStore, MemberInfo
 from vernis.services.prompt import CurrentPage
-from vernis.services.registry import ToolRegistry
+from vernis.services.registry import ToolRegistry, ToolResources
 from vernis.services.titles import TitleService
 from vernis.settings import Settings
 from vernis.ws.limits import MemberRateLimiter
@@ -41,6 +41,7 @@ class Services:
     titles: TitleService
     windows: WindowCache
     registry: ToolRegistry
+    tool_resources: ToolResources
     member_limiter: MemberRateLimiter
     resolve_page: PageResolver
     scripted: bool = False

@@ -55,6 +55,7 @@ class AnswerSpec:
     runner: ToolRunner | None
     window: ConversationWindow
     loop: LoopSettings
+    message_id: UUID = field(default_factory=uuid4)
     # The first user message of the conversation when this answer completes its first exchange
     # (the title is made from it); None otherwise.
     first_user_message: str | None = None
@@ -110,7 +111,7 @@ class AnswerService:
 
     def start(self, spec: AnswerSpec, owner: str) -> RunningAnswer:
         """Run an answer; the caller already holds the conversation's lease as `owner`."""
-        answer = RunningAnswer(spec, owner=owner)
+        answer = RunningAnswer(spec, message_id=spec.message_id, owner=owner)
         self._running[spec.conversation_id] = answer
         answer.task = asyncio.create_task(self._run(answer), name=f"answer {spec.conversation_id}")
         return answer
@@ -174,7 +175,9 @@ class AnswerService:
                 if answer.first_token_at is None:
                     answer.first_token_at = time.monotonic()
                 content = event.content
-                hub.publish(conversation_id, lambda seq: encode_text(content, seq))
+                hub.publish(
+                    conversation_id, lambda seq: encode_text(content, seq), "text_delta", text=content
+                )
             elif isinstance(event, ToolStarted):
                 answer.tool_calls.append(
                     {
@@ -208,6 +211,27 @@ class AnswerService:
                         result=outcome.envelope,
                     ),
                 )
+                if outcome.confirmation_id is not None:
+                    self._publish(
+                        conversation_id,
+                        protocol.ConfirmationRequired(
+                            confirmation_id=outcome.confirmation_id,
+                            call_id=outcome.call_id,
+                            tool_name=outcome.tool_name,
+                            preview=outcome.preview,
+                        ),
+                    )
+                if outcome.resolved_call is not None:
+                    # The user approved that preview in the chat: its card shows the outcome too.
+                    self._publish(
+                        conversation_id,
+                        protocol.ToolCallCompleted(
+                            call_id=outcome.resolved_call,
+                            tool_name=outcome.tool_name,
+                            status=outcome.status,
+                            result=outcome.envelope,
+                        ),
+                    )
             elif isinstance(event, UsageAdded):
                 answer.prompt_tokens += event.prompt_tokens
                 answer.completion_tokens += event.completion_tokens
@@ -215,7 +239,8 @@ class AnswerService:
         return emit
 
     def _publish(self, conversation_id: UUID, event: protocol.Event) -> None:
-        self._hub.publish(conversation_id, protocol.numbered(event))
+        message_id = event.message_id if isinstance(event, protocol.AssistantStart) else None
+        self._hub.publish(conversation_id, protocol.numbered(event), event.type, message_id=message_id)
 
     async def _flush_periodically(self, answer: RunningAnswer) -> None:
         while not answer._done.is_set():
@@ -293,7 +318,7 @@ class AnswerService:
             ),
         )
         self._running.pop(conversation_id, None)
-        self._hub.release(conversation_id, answer.owner)
+        await self._hub.release(conversation_id, answer.owner)
         for hook in self._stored_hooks:
             try:
                 await hook(answer, status)

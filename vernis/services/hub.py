@@ -1,12 +1,21 @@
-"""Where a conversation's events are published, and who may answer in it.
+"""Where a conversation's events are published, replayed, and who may answer in it.
 
 Every socket that shows a conversation subscribes to it; the answer running in that conversation
-publishes its events once, and the hub delivers each frame to every subscriber. The hub also
-numbers the events (`seq`, growing within the conversation) and holds the one-answer-per-
-conversation lease.
+publishes its events once, and the hub delivers each frame to every subscriber. The hub also:
+
+- numbers the events (`seq`, growing within the conversation, also across restarts);
+- keeps the recent events of each conversation (the replay window, at least `REPLAY_SECONDS`) so a
+  client that lost its socket can ask for exactly what it missed (`events_since`);
+- knows which answer is in flight in a conversation (`in_flight`), so a socket that loads the
+  conversation mid-answer can join it;
+- holds the one-answer-per-conversation lease.
 
 `EventHub` is the interface; `MemoryHub` keeps everything in this process. A Redis-backed hub for
-several server instances implements the same interface (SPEC §10).
+several server instances implements the same interface (SPEC §10): its subscribers learn of events
+through pub/sub, its replay window is a stream, its lease a key with an expiry. For that reason
+reading the replay window and the lease are coroutines, and a subscriber must expect a frame to be
+delivered while it is still reading the replay (it holds such frames and drops those it already
+sent, by `seq`).
 
 Delivery never blocks the publisher: a subscriber is a `Sink` whose `deliver()` queues the frame
 and returns at once (a subscriber too slow to keep up is disconnected by its own connection).
@@ -15,15 +24,22 @@ and returns at once (a subscriber too slow to keep up is disconnected by its own
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
-from typing import Protocol
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
 from uuid import UUID
 
-__all__ = ["EventHub", "MemoryHub", "Sink"]
+__all__ = ["REPLAY_SECONDS", "EventHub", "HubEvent", "InFlight", "MemoryHub", "Sink"]
+
+# How long published events stay replayable. The spec asks for at least two minutes.
+REPLAY_SECONDS = 300.0
+# Per conversation, so one runaway answer cannot hold unbounded memory.
+REPLAY_MAX_EVENTS = 50_000
 
 
 class Sink(Protocol):
-    def deliver(self, frame: str) -> None:
+    def deliver(self, frame: str, seq: int) -> None:
         """Queue one encoded frame for the socket; must not block or raise."""
         ...
 
@@ -32,36 +48,85 @@ class Sink(Protocol):
 FrameBuilder = Callable[[int], str]
 
 
+@dataclass(frozen=True, slots=True)
+class HubEvent:
+    seq: int
+    frame: str
+    # The event's `type` on the wire.
+    kind: str
+    # For a `text_delta`, its content (so a replay can merge a run of deltas into one).
+    text: str | None
+    at: float
+
+
+class InFlight(NamedTuple):
+    message_id: UUID
+    # The seq of the answer's `assistant_start`.
+    start_seq: int
+
+
 class EventHub(Protocol):
     def subscribe(self, conversation_id: UUID, sink: Sink) -> None: ...
 
     def unsubscribe(self, conversation_id: UUID, sink: Sink) -> None: ...
 
-    def publish(self, conversation_id: UUID, build: FrameBuilder) -> int:
-        """Number the event, deliver it to every subscriber, return its `seq`."""
+    def publish(
+        self,
+        conversation_id: UUID,
+        build: FrameBuilder,
+        kind: str,
+        *,
+        text: str | None = None,
+        message_id: UUID | None = None,
+    ) -> int:
+        """Number the event, keep it for replay, deliver it to every subscriber, return its `seq`.
+
+        `kind` is the event's wire `type`; an `assistant_start` names its `message_id` (the answer
+        is then in flight until its `assistant_end`).
+        """
         ...
 
     def last_seq(self, conversation_id: UUID) -> int:
         """The `seq` of the newest event published in the conversation (a floor if none yet)."""
         ...
 
-    def try_acquire(self, conversation_id: UUID, owner: str) -> bool:
+    def in_flight(self, conversation_id: UUID) -> InFlight | None: ...
+
+    async def events_since(self, conversation_id: UUID, after_seq: int) -> list[HubEvent] | None:
+        """Every kept event with a seq above `after_seq`, in order; None when some of them are no
+        longer kept (or `after_seq` was never handed out here), so the caller must reload instead."""
+        ...
+
+    async def try_acquire(self, conversation_id: UUID, owner: str) -> bool:
         """Take the conversation's answer lease; False when another answer holds it."""
         ...
 
-    def release(self, conversation_id: UUID, owner: str) -> None: ...
+    async def release(self, conversation_id: UUID, owner: str) -> None: ...
 
-    def holder(self, conversation_id: UUID) -> str | None: ...
+    async def holder(self, conversation_id: UUID) -> str | None: ...
 
 
 class MemoryHub:
     """The single-instance hub."""
 
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+        replay_seconds: float = REPLAY_SECONDS,
+        replay_max_events: int = REPLAY_MAX_EVENTS,
+    ) -> None:
         self._subscribers: dict[UUID, list[Sink]] = {}
         self._seq: dict[UUID, int] = {}
+        self._events: dict[UUID, deque[HubEvent]] = {}
+        self._in_flight: dict[UUID, InFlight] = {}
         self._leases: dict[UUID, str] = {}
         self._clock = clock
+        self._monotonic = monotonic
+        self._replay_seconds = replay_seconds
+        self._replay_max = replay_max_events
+
+    # --- subscriptions ---------------------------------------------------------------------------
 
     def subscribe(self, conversation_id: UUID, sink: Sink) -> None:
         sinks = self._subscribers.setdefault(conversation_id, [])
@@ -78,18 +143,39 @@ class MemoryHub:
             return
         if not sinks:
             del self._subscribers[conversation_id]
-            if conversation_id not in self._leases:
-                self._seq.pop(conversation_id, None)
 
     def subscriber_count(self, conversation_id: UUID) -> int:
         return len(self._subscribers.get(conversation_id, ()))
 
-    def publish(self, conversation_id: UUID, build: FrameBuilder) -> int:
+    # --- events ----------------------------------------------------------------------------------
+
+    def publish(
+        self,
+        conversation_id: UUID,
+        build: FrameBuilder,
+        kind: str,
+        *,
+        text: str | None = None,
+        message_id: UUID | None = None,
+    ) -> int:
         seq = self.last_seq(conversation_id) + 1
         self._seq[conversation_id] = seq
         frame = build(seq)
+        now = self._monotonic()
+        events = self._events.get(conversation_id)
+        if events is None:
+            events = self._events[conversation_id] = deque(maxlen=self._replay_max)
+        else:
+            horizon = now - self._replay_seconds
+            while events and events[0].at < horizon:
+                events.popleft()
+        events.append(HubEvent(seq, frame, kind, text, now))
+        if kind == "assistant_start" and message_id is not None:
+            self._in_flight[conversation_id] = InFlight(message_id, seq)
+        elif kind == "assistant_end":
+            self._in_flight.pop(conversation_id, None)
         for sink in tuple(self._subscribers.get(conversation_id, ())):
-            sink.deliver(frame)
+            sink.deliver(frame, seq)
         return seq
 
     def last_seq(self, conversation_id: UUID) -> int:
@@ -101,17 +187,50 @@ class MemoryHub:
             seq = self._seq[conversation_id] = int(self._clock() * 1_000_000)
         return seq
 
-    def try_acquire(self, conversation_id: UUID, owner: str) -> bool:
+    def in_flight(self, conversation_id: UUID) -> InFlight | None:
+        return self._in_flight.get(conversation_id)
+
+    async def events_since(self, conversation_id: UUID, after_seq: int) -> list[HubEvent] | None:
+        last = self._seq.get(conversation_id)
+        if last is None or after_seq > last:
+            return None
+        if after_seq == last:
+            return []
+        events = self._events.get(conversation_id)
+        if not events:
+            return None
+        horizon = self._monotonic() - self._replay_seconds
+        while events and events[0].at < horizon:
+            events.popleft()
+        if not events or events[0].seq > after_seq + 1:
+            return None
+        # Seqs in the window are consecutive, so the first wanted one sits at a known offset.
+        start = max(0, after_seq + 1 - events[0].seq)
+        return [events[index] for index in range(start, len(events))]
+
+    def sweep(self) -> None:
+        """Forget conversations whose last event left the replay window and that nobody shows."""
+        horizon = self._monotonic() - self._replay_seconds
+        for conversation_id in [
+            c for c, events in self._events.items() if not events or events[-1].at < horizon
+        ]:
+            if conversation_id in self._subscribers or conversation_id in self._leases:
+                continue
+            del self._events[conversation_id]
+            self._seq.pop(conversation_id, None)
+            self._in_flight.pop(conversation_id, None)
+
+    # --- the answer lease ------------------------------------------------------------------------
+
+    async def try_acquire(self, conversation_id: UUID, owner: str) -> bool:
         if self._leases.get(conversation_id, owner) != owner:
             return False
         self._leases[conversation_id] = owner
         return True
 
-    def release(self, conversation_id: UUID, owner: str) -> None:
+    async def release(self, conversation_id: UUID, owner: str) -> None:
         if self._leases.get(conversation_id) == owner:
             del self._leases[conversation_id]
-            if conversation_id not in self._subscribers:
-                self._seq.pop(conversation_id, None)
 
-    def holder(self, conversation_id: UUID) -> str | None:
+    async def holder(self, conversation_id: UUID) -> str | None:
         return self._leases.get(conversation_id)

@@ -10,20 +10,33 @@ again, validates the arguments, turns every outcome into the result envelope the
 
 and applies the per-answer rules: identical calls run once, reads run in parallel (at most 4 at a
 time), and the same call made more than 3 times is refused as a loop. No tool writes its own checks.
+
+Writes take two steps, enforced here and not by the model. A write tool's call without
+`confirmed: true` runs only its `preview` (which validates against the data and describes exactly
+what would change) and stores a pending approval; the answer shows the preview and asks. The write
+itself runs only for an approved approval: after the user's button (`confirm_tool`), or when the
+model repeats the identical call with `confirmed: true` after the user answered in the chat. A
+confirmed call with no matching preview runs nothing and tells the model to preview first. Every
+write attempt leaves an audit row.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import orjson
 from pydantic import BaseModel, ValidationError
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from vernis.db.models import utcnow
+from vernis.services.approvals import ApprovalService
 from vernis.services.llm import ToolCall
 from vernis.services.persistence import MemberInfo
 
@@ -33,8 +46,11 @@ __all__ = [
     "ToolFailure",
     "ToolOutcome",
     "ToolRegistry",
+    "ToolResources",
     "ToolRunner",
     "Toolset",
+    "error_envelope",
+    "execute_write",
 ]
 
 logger = logging.getLogger("vernis.tools")
@@ -55,20 +71,43 @@ class ToolFailure(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class ToolResources:
+    """Shared resources tools use, created in the app's lifespan."""
+
+    engine: AsyncEngine
+    approvals: ApprovalService
+
+
+@dataclass(frozen=True, slots=True)
 class ToolContext:
     """What a running tool may know: who asks, in which conversation, with which resources."""
 
     member: MemberInfo
     permissions: frozenset[str]
     conversation_id: UUID
-    resources: Any = None
+    resources: ToolResources
+    # The assistant message the calls belong to, and when the user sent the message it answers.
+    message_id: UUID = field(default_factory=uuid4)
+    asked_at: datetime = field(default_factory=utcnow)
+
+    @property
+    def engine(self) -> AsyncEngine:
+        return self.resources.engine
+
+    @property
+    def organization_id(self) -> UUID:
+        return self.member.organization_id
 
 
 ToolFunc = Callable[[ToolContext, Any], Awaitable[Any]]
 
+CONFIRMED = "confirmed"
+
 
 @dataclass(frozen=True, slots=True)
 class Tool:
+    """A tool, declared once. A write tool (`writes=True`) must have a `preview`."""
+
     name: str
     category: str
     description: str
@@ -76,14 +115,31 @@ class Tool:
     permission: str
     writes: bool
     run: ToolFunc
+    # For writes: validates against the data and returns exactly what would change. Changes nothing.
+    preview: ToolFunc | None = None
+
+    def __post_init__(self) -> None:
+        if self.writes and self.preview is None:
+            raise ValueError(f"write tool {self.name!r} needs a preview")
 
     def definition(self) -> dict[str, Any]:
         """The OpenAI function definition the model sees."""
         schema = self.args.model_json_schema()
         schema.pop("title", None)
+        description = self.description
+        if self.writes:
+            properties = dict(schema.get("properties", {}))
+            properties[CONFIRMED] = {
+                "type": "boolean",
+                "description": "Leave out to get a preview. True only after the user approved that preview.",
+            }
+            schema["properties"] = properties
+            description += (
+                " Changes data: call once to preview, then again with confirmed=true after the user agrees."
+            )
         return {
             "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": schema},
+            "function": {"name": self.name, "description": description, "parameters": schema},
         }
 
 
@@ -135,6 +191,11 @@ class ToolOutcome:
     arguments: Any
     status: Status
     envelope: dict[str, Any]
+    # Set on a write's preview (status `needs_confirmation`).
+    confirmation_id: UUID | None = None
+    preview: Any = None
+    # Set when this call carried out an earlier preview: that preview's call id (its card ends).
+    resolved_call: str | None = None
 
     def stored(self) -> dict[str, Any]:
         """The shape kept in `assistant_message.tool_calls_json`."""
@@ -147,7 +208,9 @@ class ToolOutcome:
         }
 
 
-def _error(code: str, message: str, *, retryable: bool = False, hint: str | None = None) -> dict[str, Any]:
+def error_envelope(
+    code: str, message: str, *, retryable: bool = False, hint: str | None = None
+) -> dict[str, Any]:
     return {"ok": False, "error": {"code": code, "message": message, "retryable": retryable, "hint": hint}}
 
 
@@ -217,7 +280,7 @@ class ToolRunner:
                 call.name,
                 arguments,
                 "error",
-                _error(
+                error_envelope(
                     "loop_detected",
                     f"{call.name} was already called {MAX_REPEATS} times with these arguments.",
                     hint="Use the results you already have, or answer the user.",
@@ -226,10 +289,14 @@ class ToolRunner:
         first = self._results.get(key)
         if first is None:
             first = self._results[key] = asyncio.ensure_future(self._execute(call, arguments))
+            return await first
         # An identical call in the same answer (a provider repeating a chunk, or the model asking
-        # twice, even in the same round) shares the first run: nothing runs again.
+        # twice, even in the same round) shares the first run: nothing runs again, and a preview
+        # is announced once.
         previous = await first
-        return ToolOutcome(call.call_id, call.name, arguments, previous.status, previous.envelope)
+        return dataclasses.replace(
+            previous, call_id=call.call_id, arguments=arguments, confirmation_id=None, resolved_call=None
+        )
 
     async def _execute(self, call: ToolCall, arguments: Any) -> ToolOutcome:
         tool = self.toolset.tools.get(call.name)
@@ -240,7 +307,9 @@ class ToolRunner:
 
     async def _checked(self, tool: Tool | None, call: ToolCall, arguments: Any) -> ToolOutcome:
         def fail(code: str, message: str, hint: str | None = None) -> ToolOutcome:
-            return ToolOutcome(call.call_id, call.name, arguments, "error", _error(code, message, hint=hint))
+            return ToolOutcome(
+                call.call_id, call.name, arguments, "error", error_envelope(code, message, hint=hint)
+            )
 
         if tool is None:
             if call.name in self.toolset.known:
@@ -252,14 +321,17 @@ class ToolRunner:
             return fail("forbidden", f"You are not allowed to use {call.name} for this user.")
         if not isinstance(arguments, dict):
             return fail("invalid_arguments", "The arguments must be a JSON object.", "Send a JSON object.")
+        confirmed = arguments.get(CONFIRMED) is True
         try:
-            args = tool.args.model_validate(arguments)
+            args = tool.args.model_validate({k: v for k, v in arguments.items() if k != CONFIRMED})
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}"
                 for e in exc.errors(include_url=False, include_input=False)
             )
             return fail("invalid_arguments", problems, "Fix the arguments and call again.")
+        if tool.writes:
+            return await self._write(tool, call, arguments, args, confirmed)
         try:
             data = await tool.run(self.context, args)
         except ToolFailure as failure:
@@ -268,7 +340,7 @@ class ToolRunner:
                 call.name,
                 arguments,
                 "error",
-                _error(failure.code, failure.message, retryable=failure.retryable, hint=failure.hint),
+                error_envelope(failure.code, failure.message, retryable=failure.retryable, hint=failure.hint),
             )
         except asyncio.CancelledError:
             raise
@@ -276,3 +348,129 @@ class ToolRunner:
             logger.exception("tool %s failed", call.name)
             return fail("internal", f"{call.name} failed unexpectedly.", "Tell the user it did not work.")
         return ToolOutcome(call.call_id, call.name, arguments, "ok", {"ok": True, "data": data})
+
+    async def _write(
+        self, tool: Tool, call: ToolCall, arguments: Any, args: BaseModel, confirmed: bool
+    ) -> ToolOutcome:
+        ctx = self.context
+        approvals = ctx.resources.approvals
+        canonical = args.model_dump(mode="json")
+        if not confirmed:
+            assert tool.preview is not None
+            try:
+                preview = await tool.preview(ctx, args)
+            except ToolFailure as failure:
+                return ToolOutcome(
+                    call.call_id,
+                    call.name,
+                    arguments,
+                    "error",
+                    error_envelope(
+                        failure.code, failure.message, retryable=failure.retryable, hint=failure.hint
+                    ),
+                )
+            approval = await approvals.create(
+                organization_id=ctx.organization_id,
+                member_id=ctx.member.id,
+                conversation_id=ctx.conversation_id,
+                message_id=ctx.message_id,
+                call_id=call.call_id,
+                tool_name=tool.name,
+                arguments=canonical,
+                preview=preview,
+            )
+            envelope = {
+                "ok": True,
+                "data": {
+                    "confirmation_id": str(approval.id),
+                    "preview": preview,
+                    "expires_at": approval.expires_at.isoformat(),
+                    "instructions": (
+                        "Nothing has changed yet. Show the user this preview and ask them to confirm. "
+                        f"Only if they agree, call {tool.name} again with the same arguments "
+                        "and confirmed=true."
+                    ),
+                },
+            }
+            return ToolOutcome(
+                call.call_id,
+                call.name,
+                arguments,
+                "needs_confirmation",
+                envelope,
+                confirmation_id=approval.id,
+                preview=preview,
+            )
+        claimed = await approvals.claim_for_chat(
+            member_id=ctx.member.id,
+            organization_id=ctx.organization_id,
+            conversation_id=ctx.conversation_id,
+            tool_name=tool.name,
+            arguments=canonical,
+            answered_at=ctx.asked_at,
+        )
+        if claimed is None:
+            await approvals.audit(
+                organization_id=ctx.organization_id,
+                member_id=ctx.member.id,
+                conversation_id=ctx.conversation_id,
+                tool_name=tool.name,
+                arguments=canonical,
+                outcome="refused",
+                approval_id=None,
+                detail="confirmed call without a matching preview answered by the user",
+            )
+            return ToolOutcome(
+                call.call_id,
+                call.name,
+                arguments,
+                "error",
+                error_envelope(
+                    "confirmation_required",
+                    "Nothing was changed: the user has not approved a preview of exactly this change.",
+                    hint=f"Call {tool.name} without confirmed to show a preview, then wait for the answer.",
+                ),
+            )
+        envelope = await execute_write(tool, ctx, args, claimed.id, canonical)
+        # The preview's card, wherever it was shown, now says how it ended.
+        status: Status = "ok" if envelope["ok"] else "error"
+        await approvals.update_stored_call(
+            claimed.message_id, claimed.call_id, status=status, result=envelope
+        )
+        return ToolOutcome(
+            call.call_id, call.name, arguments, status, envelope, resolved_call=claimed.call_id
+        )
+
+
+async def execute_write(
+    tool: Tool, ctx: ToolContext, args: BaseModel, approval_id: UUID, canonical: dict[str, Any]
+) -> dict[str, Any]:
+    """Run an approved write, record how it ended on the approval and in the audit log."""
+    approvals = ctx.resources.approvals
+    detail = None
+    try:
+        data = await tool.run(ctx, args)
+        envelope: dict[str, Any] = {"ok": True, "data": data}
+    except ToolFailure as failure:
+        envelope = error_envelope(
+            failure.code, failure.message, retryable=failure.retryable, hint=failure.hint
+        )
+        detail = failure.message
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        logger.exception("write tool %s failed", tool.name)
+        envelope = error_envelope("internal", f"{tool.name} failed unexpectedly; nothing may have changed.")
+        detail = "unexpected error"
+    await approvals.finish(approval_id, ok=envelope["ok"], result=envelope)
+    await approvals.audit(
+        organization_id=ctx.organization_id,
+        member_id=ctx.member.id,
+        conversation_id=ctx.conversation_id,
+        tool_name=tool.name,
+        arguments=canonical,
+        outcome="ok" if envelope["ok"] else "error",
+        approval_id=approval_id,
+        detail=detail,
+    )
+    return envelope

@@ -105,4 +105,4 @@ class TitleService:
             logger.exception("storing the title failed")
             return
         event = protocol.TitleUpdated(conversation_id=conversation_id, title=title)
-        self._hub.publish(conversation_id, protocol.numbered(event))
+        self._hub.publish(conversation_id, protocol.numbered(event), event.type)

@@ -78,7 +78,9 @@ async def assistant_socket(websocket: WebSocket) -> None:
     try:
         with member_context(member.id):
             await websocket.accept(subprotocol)
-            await connection.serve(websocket.query_params.get("conversation_id"))
+            await connection.serve(
+                websocket.query_params.get("conversation_id"), websocket.query_params.get("after_seq")
+            )
     finally:
         sockets.discard(connection)
         if not sockets:

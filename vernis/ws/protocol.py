@@ -226,6 +226,9 @@ class ConversationLoaded(_ConversationEvent):
     conversation_id: UUID | None
     title: str | None
     rolled_over_from: UUID | None = None
+    # On a load with `after_seq`: true when exactly the missed events follow, false when the whole
+    # history follows instead (the replay window no longer covers the gap: redraw).
+    resumed: bool | None = None
 
 
 class HistoryMessage(_ConversationEvent):

@@ -1,0 +1,274 @@
+"""Writes that ask first (SPEC §5), through the Notifications tools, end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import sqlalchemy as sa
+
+from tests.fixtures.server import Client, Vernis, VernisFactory
+from vernis.db.engine import create_engine
+from vernis.db.models import Member, Notification, table_of
+from vernis.scripted import Reply, ScriptedToolCall
+
+
+async def sql(vernis: Vernis, statement: str, **params: Any) -> list[Any]:
+    engine = create_engine(vernis.settings.database_url)
+    try:
+        async with engine.begin() as connection:
+            result = await connection.execute(sa.text(statement), params)
+            return list(result.all()) if result.returns_rows else []
+    finally:
+        await engine.dispose()
+
+
+async def add_notification(
+    vernis: Vernis, email: str = "member@acme.test", title: str = "Missed call"
+) -> str:
+    notification_id = uuid.uuid4()
+    engine = create_engine(vernis.settings.database_url)
+    try:
+        async with engine.begin() as connection:
+            members = table_of(Member)
+            member = (
+                await connection.execute(
+                    sa.select(members.c.id, members.c.organization_id).where(members.c.email == email)
+                )
+            ).one()
+            await connection.execute(
+                sa.insert(table_of(Notification)).values(
+                    id=notification_id,
+                    organization_id=member.organization_id,
+                    member_id=member.id,
+                    kind="missed_call",
+                    title=title,
+                    body="",
+                )
+            )
+    finally:
+        await engine.dispose()
+    return str(notification_id)
+
+
+async def is_read(vernis: Vernis, notification_id: str) -> bool:
+    engine = create_engine(vernis.settings.database_url)
+    try:
+        async with engine.connect() as connection:
+            table = table_of(Notification)
+            read_at = await connection.scalar(
+                sa.select(table.c.read_at).where(table.c.id == uuid.UUID(notification_id))
+            )
+    finally:
+        await engine.dispose()
+    return read_at is not None
+
+
+async def audit(vernis: Vernis) -> list[tuple[str, str]]:
+    rows = await sql(vernis, "SELECT tool_name, outcome FROM audit_log ORDER BY created_at")
+    return [(row.tool_name, row.outcome) for row in rows]
+
+
+def mark_read(notification_id: str, confirmed: bool = False) -> Reply:
+    arguments: dict[str, Any] = {"notification_id": notification_id}
+    if confirmed:
+        arguments["confirmed"] = True
+    return Reply(tool_calls=[ScriptedToolCall("mark_notification_read", arguments)])
+
+
+async def preview(
+    client: Client, vernis: Vernis, notification_id: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Ask for the change as the conversation's first message; return the confirmation_required
+    event and the whole answer (through the title, which follows a first exchange)."""
+    vernis.scripted.add(mark_read(notification_id), match="mark it read")
+    events = await client.answer("mark it read please")
+    events += await client.until("title_updated")
+    kinds = [e["type"] for e in events]
+    assert kinds.count("confirmation_required") == 1, kinds
+    started = next(e for e in events if e["type"] == "tool_call_started")
+    completed = next(e for e in events if e["type"] == "tool_call_completed")
+    assert completed["status"] == "needs_confirmation"
+    confirmation = next(e for e in events if e["type"] == "confirmation_required")
+    assert confirmation["call_id"] == started["call_id"]
+    assert confirmation["preview"]["changes"] == {"read": {"from": False, "to": True}}
+    assert kinds.index("confirmation_required") > kinds.index("tool_call_completed")
+    return confirmation, events
+
+
+async def test_preview_then_button_approval_writes_once(vernis: Vernis) -> None:
+    """A write first only previews (nothing changes); approving it runs the write once and every card shows the result."""
+    notification_id = await add_notification(vernis)
+    async with vernis.opened() as client:
+        confirmation, _ = await preview(client, vernis, notification_id)
+        assert not await is_read(vernis, notification_id)
+        await client.send("confirm_tool", confirmation_id=confirmation["confirmation_id"], approved=True)
+        (done,) = await client.expect("tool_call_completed")
+        assert done["call_id"] == confirmation["call_id"]
+        assert done["status"] == "ok"
+        assert done["result"]["data"]["read"] is True
+        await client.send("confirm_tool", confirmation_id=confirmation["confirmation_id"], approved=True)
+        (again,) = await client.expect("error")
+        assert again["code"] == "not_found"
+    assert await is_read(vernis, notification_id)
+    assert await audit(vernis) == [("mark_notification_read", "ok")]
+    status = await sql(vernis, "SELECT status, resolved_via FROM assistant_approval")
+    assert [(row.status, row.resolved_via) for row in status] == [("executed", "button")]
+
+
+async def test_rejection_changes_nothing_and_is_told_to_the_model(vernis: Vernis) -> None:
+    """Rejecting a preview writes nothing, records the rejection, and the model's next request carries it."""
+    notification_id = await add_notification(vernis)
+    async with vernis.opened() as client:
+        confirmation, _ = await preview(client, vernis, notification_id)
+        await client.send("confirm_tool", confirmation_id=confirmation["confirmation_id"], approved=False)
+        (done,) = await client.expect("tool_call_completed")
+        assert done["status"] == "rejected"
+        await client.answer("ok, what now?")
+    assert not await is_read(vernis, notification_id)
+    assert await audit(vernis) == [("mark_notification_read", "rejected")]
+    request = vernis.scripted.requests[-1]
+    tool_results = [m for m in request["messages"] if m["role"] == "tool"]
+    assert '"code":"rejected"' in tool_results[-1]["content"]
+
+
+async def test_chat_confirmation_runs_the_identical_call(vernis: Vernis) -> None:
+    """After the user agrees in the chat, the model's identical call with confirmed=true runs the write, and the preview card ends."""
+    notification_id = await add_notification(vernis)
+    async with vernis.opened() as client:
+        confirmation, _ = await preview(client, vernis, notification_id)
+        vernis.scripted.add(mark_read(notification_id, confirmed=True), match="yes, do it")
+        events = await client.answer("yes, do it")
+        completed = [e for e in events if e["type"] == "tool_call_completed"]
+        assert [e["status"] for e in completed] == ["ok", "ok"]
+        assert completed[1]["call_id"] == confirmation["call_id"]
+        assert "confirmation_required" not in [e["type"] for e in events]
+    assert await is_read(vernis, notification_id)
+    rows = await sql(vernis, "SELECT status, resolved_via FROM assistant_approval")
+    assert [(row.status, row.resolved_via) for row in rows] == [("executed", "chat")]
+
+
+async def test_confirmed_call_without_a_preview_does_nothing(vernis: Vernis) -> None:
+    """A confirmed=true call with no preview the user answered writes nothing and tells the model to preview first."""
+    notification_id = await add_notification(vernis)
+    vernis.scripted.add(mark_read(notification_id, confirmed=True), match="just do it")
+    async with vernis.opened() as client:
+        events = await client.answer("just do it")
+    (completed,) = [e for e in events if e["type"] == "tool_call_completed"]
+    assert completed["status"] == "error"
+    assert completed["result"]["error"]["code"] == "confirmation_required"
+    assert not await is_read(vernis, notification_id)
+    assert await audit(vernis) == [("mark_notification_read", "refused")]
+
+
+async def test_confirmation_in_the_same_answer_as_the_preview_does_nothing(vernis: Vernis) -> None:
+    """A model that previews and confirms in one answer, before the user said anything, writes nothing."""
+    notification_id = await add_notification(vernis)
+    vernis.scripted.add(mark_read(notification_id), match="sneaky")
+    vernis.scripted.add(
+        mark_read(notification_id, confirmed=True), match=lambda body: body["messages"][-1]["role"] == "tool"
+    )
+    async with vernis.opened() as client:
+        events = await client.answer("sneaky")
+    statuses = [e["status"] for e in events if e["type"] == "tool_call_completed"]
+    assert statuses == ["needs_confirmation", "error"]
+    assert not await is_read(vernis, notification_id)
+
+
+async def test_approval_is_bound_to_its_arguments(vernis: Vernis) -> None:
+    """An approved preview of one notification cannot be used to mark another one."""
+    first = await add_notification(vernis, title="First")
+    second = await add_notification(vernis, title="Second")
+    async with vernis.opened() as client:
+        await preview(client, vernis, first)
+        vernis.scripted.add(mark_read(second, confirmed=True), match="yes")
+        events = await client.answer("yes")
+    (completed,) = [e for e in events if e["type"] == "tool_call_completed"]
+    assert completed["result"]["error"]["code"] == "confirmation_required"
+    assert not await is_read(vernis, first)
+    assert not await is_read(vernis, second)
+
+
+async def drain(client: Client) -> list[dict[str, Any]]:
+    """Everything the socket receives until it has been quiet for half a second."""
+    events = []
+    while True:
+        try:
+            events.append(await client.recv(timeout=0.5))
+        except TimeoutError:
+            return events
+
+
+async def test_two_tabs_approving_at_once_write_once(vernis: Vernis) -> None:
+    """Two sockets approving the same preview at the same moment: the write runs once, the loser is told."""
+    notification_id = await add_notification(vernis)
+    async with vernis.opened() as first, vernis.opened() as second:
+        confirmation, events = await preview(first, vernis, notification_id)
+        await second.send("load_conversation", conversation_id=events[0]["conversation_id"])
+        await second.until("history_end")
+        approve = {"confirmation_id": confirmation["confirmation_id"], "approved": True}
+        await asyncio.gather(first.send("confirm_tool", **approve), second.send("confirm_tool", **approve))
+        first_events = await drain(first)
+        second_events = await drain(second)
+    for events in (first_events, second_events):
+        assert [e["type"] for e in events].count("tool_call_completed") == 1
+    errors = [e for e in first_events + second_events if e["type"] == "error"]
+    assert len(errors) == 1
+    assert errors[0]["code"] == "not_found"
+    assert await audit(vernis) == [("mark_notification_read", "ok")]
+
+
+async def test_expired_preview_cannot_be_approved(vernis_factory: VernisFactory) -> None:
+    """A preview approved after VERNIS_APPROVAL_TTL is refused as expired, in the chat and by the button."""
+    async with vernis_factory(approval_ttl=0.5) as vernis:
+        notification_id = await add_notification(vernis)
+        async with vernis.opened() as client:
+            confirmation, _ = await preview(client, vernis, notification_id)
+            await asyncio.sleep(0.8)
+            vernis.scripted.add(mark_read(notification_id, confirmed=True), match="yes")
+            events = await client.answer("yes")
+            (completed,) = [e for e in events if e["type"] == "tool_call_completed"]
+            assert completed["result"]["error"]["code"] == "confirmation_required"
+            await client.send("confirm_tool", confirmation_id=confirmation["confirmation_id"], approved=True)
+            (error,) = await client.expect("error")
+            assert "expired" in error["message"]
+        assert not await is_read(vernis, notification_id)
+        rows = await sql(vernis, "SELECT status FROM assistant_approval")
+        assert [row.status for row in rows] == ["expired"]
+
+
+async def test_preview_card_survives_a_reconnect(vernis: Vernis) -> None:
+    """After a reconnect the preview comes back in the history, still pending, and can be approved from there."""
+    notification_id = await add_notification(vernis)
+    async with vernis.opened() as client:
+        confirmation, _ = await preview(client, vernis, notification_id)
+    async with vernis.connect() as client:
+        events = await client.until("history_end")
+        assistant = [e for e in events if e["type"] == "history_message" and e["role"] == "assistant"][-1]
+        (call,) = assistant["tool_calls"]
+        assert call["status"] == "needs_confirmation"
+        assert call["result"]["data"]["confirmation_id"] == confirmation["confirmation_id"]
+        await client.send(
+            "confirm_tool", confirmation_id=call["result"]["data"]["confirmation_id"], approved=True
+        )
+        (done,) = await client.expect("tool_call_completed")
+        assert done["status"] == "ok"
+    async with vernis.connect() as client:
+        events = await client.until("history_end")
+        assistant = [e for e in events if e["type"] == "history_message" and e["role"] == "assistant"][-1]
+        assert assistant["tool_calls"][0]["status"] == "ok"
+    assert await is_read(vernis, notification_id)
+
+
+async def test_viewer_is_offered_no_write_tool_and_cannot_run_one(vernis: Vernis) -> None:
+    """A viewer's model sees only the read notification tools; a write call it makes anyway is refused and runs nothing."""
+    notification_id = await add_notification(vernis, email="viewer@acme.test")
+    vernis.scripted.add(mark_read(notification_id), match="mark it read")
+    async with vernis.opened("viewer@acme.test") as client:
+        events = await client.answer("mark it read")
+    offered = {tool["function"]["name"] for tool in vernis.scripted.requests[0]["tools"]}
+    assert offered == {"get_notifications", "get_unread_count"}
+    (completed,) = [e for e in events if e["type"] == "tool_call_completed"]
+    assert completed["result"]["error"]["code"] == "forbidden"
+    assert await sql(vernis, "SELECT id FROM assistant_approval") == []

@@ -1,0 +1,95 @@
+"""`confirm_tool`: the user's approve / reject button on a previewed write (SPEC §5).
+
+The approval is resolved by compare-and-set, so of two tabs clicking at once one wins and the write
+runs once; the other is told it was already answered. The outcome goes to every socket showing the
+conversation (`tool_call_completed` on the preview's call) and into the stored tool call, which is
+what history replay and the model's next window see: an approved write's result, or that the user
+rejected it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from vernis.db.models import ApprovalStatus, utcnow
+from vernis.exceptions import Forbidden, NotFound, ResponseInProgress
+from vernis.services.registry import ToolContext, error_envelope, execute_write
+from vernis.ws import protocol
+
+if TYPE_CHECKING:
+    from vernis.ws.connection import Connection
+
+__all__ = ["confirm_tool"]
+
+EXPIRED = "This confirmation has expired; ask the assistant to prepare the change again."
+ANSWERED = "This confirmation was already answered."
+
+
+async def confirm_tool(connection: Connection, command: protocol.ConfirmTool) -> None:
+    services, member = connection.services, connection.member
+    approvals = services.tool_resources.approvals
+    approval = await approvals.get(command.confirmation_id, member.id, member.organization_id)
+    if approval is None:
+        raise NotFound("No such confirmation.")
+    if approval.status != ApprovalStatus.PENDING:
+        raise NotFound(ANSWERED)
+    if approval.expires_at <= utcnow():
+        await approvals.expire(approval.id)
+        raise NotFound(EXPIRED)
+    running = services.answers.running(approval.conversation_id)
+    if running is not None and running.message_id == approval.message_id:
+        # The answer that showed the preview is still being written (and stored): wait for it.
+        raise ResponseInProgress(
+            "Wait until the assistant has finished writing, then answer the confirmation."
+        )
+    tool = connection.toolset.tools.get(approval.tool_name)
+    if command.approved and tool is None:
+        raise Forbidden(f"You are no longer allowed to use {approval.tool_name}.")
+
+    if not await approvals.resolve(approval.id, member.id, member.organization_id, approved=command.approved):
+        current = await approvals.get(approval.id, member.id, member.organization_id)
+        raise NotFound(
+            EXPIRED if current is not None and current.status == ApprovalStatus.PENDING else ANSWERED
+        )
+
+    status: str
+    envelope: dict[str, Any]
+    if command.approved:
+        assert tool is not None
+        context = ToolContext(
+            member=member,
+            permissions=connection.permissions,
+            conversation_id=approval.conversation_id,
+            resources=services.tool_resources,
+            message_id=approval.message_id,
+        )
+        args = tool.args.model_validate(approval.arguments)
+        envelope = await execute_write(tool, context, args, approval.id, approval.arguments)
+        status = "ok" if envelope["ok"] else "error"
+    else:
+        envelope = error_envelope(
+            "rejected", "The user rejected this change; nothing was changed.", hint="Do not retry it unasked."
+        )
+        status = "rejected"
+        await approvals.audit(
+            organization_id=member.organization_id,
+            member_id=member.id,
+            conversation_id=approval.conversation_id,
+            tool_name=approval.tool_name,
+            arguments=approval.arguments,
+            outcome="rejected",
+            approval_id=approval.id,
+        )
+    await approvals.update_stored_call(approval.message_id, approval.call_id, status=status, result=envelope)
+    # The model reads the outcome from storage with the next message.
+    services.windows.discard(approval.conversation_id)
+    event = protocol.ToolCallCompleted(
+        call_id=approval.call_id,
+        tool_name=approval.tool_name,
+        status=status,
+        result=envelope,
+    )
+    build = protocol.numbered(event)
+    seq = services.hub.publish(approval.conversation_id, build, event.type)
+    if connection.conversation is None or connection.conversation.id != approval.conversation_id:
+        connection.put(build(seq))
