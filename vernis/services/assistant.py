@@ -4,8 +4,9 @@
 returns when the model has written its answer. Up to `max_tool_rounds` rounds may call tools; then
 one last round without tools forces a written answer (SPEC §4 step 7).
 
-Upstream faults are retried while nothing has been emitted yet; once the user has seen part of the
-answer, the fault propagates (the caller stores the partial answer as failed).
+Upstream faults are retried while no text has been emitted yet (tool rounds before it do not count:
+a retried request repeats nothing the user saw); once the user has seen part of the answer's text,
+the fault propagates (the caller stores the partial answer as failed).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ AnswerEvent = TextChunk | ToolStarted | ToolFinished | UsageAdded
 class LoopSettings:
     model: str
     max_tool_rounds: int = 8
-    # Attempts after the first, before anything was emitted.
+    # Attempts after the first, before any text was emitted.
     retries: int = 2
     retry_base_delay: float = 0.5
     retry_max_delay: float = 8.0
@@ -124,7 +125,8 @@ async def run_loop(
             # The model was offered no tools and called some anyway; its text is the answer.
             logger.warning("model called tools in the tool-less final round; ignored")
             return finish
-        emitted = True
+        # Not `emitted`: a retry of the next round repeats no text, and the tools that ran are already
+        # in `history`, so a fault before its first token is still retried (SPEC §9).
         history.append(
             {
                 "role": "assistant",
