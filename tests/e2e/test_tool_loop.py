@@ -137,7 +137,9 @@ async def test_tool_round_is_announced_then_followed_by_the_answer(vernis_factor
             "status": "ok",
             "result": PRIYA_ENVELOPE,
         }
-        assert text_of(events[kinds.index("tool_call_completed") :]) == "Priya Raman is in your contacts."
+        # The text after the tool round starts a new paragraph.
+        assert text_of(events[kinds.index("tool_call_completed") :]) == "\n\nPriya Raman is in your contacts."
+        assert text_of(events) == "Let me look.\n\nPriya Raman is in your contacts."
         assert events[-1]["stopped"] is False
         assert probe.runs == [("lookup_contact", "Priya")]
 

@@ -6,11 +6,12 @@ import asyncio
 import uuid
 from typing import Any
 
+import pytest
 from pydantic import BaseModel, Field
 
 from vernis.services.llm import ToolCall
 from vernis.services.persistence import MemberInfo
-from vernis.services.registry import Tool, ToolContext, ToolFailure, ToolRegistry, ToolRunner
+from vernis.services.registry import Tool, ToolContext, ToolFailure, ToolRegistry, ToolResources, ToolRunner
 
 MEMBER = MemberInfo(
     id=uuid.uuid4(),
@@ -58,13 +59,27 @@ def runner_for(probe: Probe, permissions: frozenset[str]) -> ToolRunner:
         ]
     )
     toolset = registry.for_member(permissions)
-    return ToolRunner(
-        toolset, ToolContext(member=MEMBER, permissions=permissions, conversation_id=uuid.uuid4())
+    # Read tools never touch the resources; the write path is proven end to end (tests/e2e/test_approvals.py).
+    resources = ToolResources(engine=None, approvals=None)  # type: ignore[arg-type]
+    context = ToolContext(
+        member=MEMBER, permissions=permissions, conversation_id=uuid.uuid4(), resources=resources
     )
+    return ToolRunner(toolset, context)
 
 
 def call(q: str, name: str = "lookup", call_id: str | None = None) -> ToolCall:
     return ToolCall(call_id or uuid.uuid4().hex, name, f'{{"q": "{q}"}}')
+
+
+def test_write_tool_needs_a_preview_and_offers_confirmed() -> None:
+    """A write tool cannot be declared without a preview; its schema offers the `confirmed` flag."""
+    probe = Probe()
+    with pytest.raises(ValueError, match="preview"):
+        Tool("save", "Test", "Save.", Query, "thing:write", True, probe.lookup)
+    tool = Tool("save", "Test", "Save.", Query, "thing:write", True, probe.lookup, preview=probe.lookup)
+    parameters = tool.definition()["function"]["parameters"]
+    assert parameters["properties"]["confirmed"]["type"] == "boolean"
+    assert parameters["required"] == ["q"]
 
 
 def test_toolset_offers_only_permitted_tools() -> None:

@@ -85,6 +85,7 @@ async def run_loop(
     history = list(messages)
     tools = runner.toolset.definitions() if runner is not None else []
     emitted = False
+    last_text = ""
     finish = "stop"
     for round_number in range(settings.max_tool_rounds + 1):
         final = not tools or round_number == settings.max_tool_rounds
@@ -101,8 +102,12 @@ async def run_loop(
             try:
                 async for event in model.stream(request):
                     if isinstance(event, TextDelta):
+                        if not texts and last_text and not last_text.endswith("\n"):
+                            # Text after a tool round starts a new paragraph, not the same line.
+                            emit(TextChunk("\n\n"))
                         emitted = True
                         texts.append(event.content)
+                        last_text = event.content
                         emit(TextChunk(event.content))
                     elif isinstance(event, ToolCall):
                         calls.append(event)

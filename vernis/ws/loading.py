@@ -74,6 +74,11 @@ async def load_conversation(
     connection.show(conversation, hold=True)
     upto = hub.last_seq(conversation.id)
     try:
+        # Read again now that live events are held: a title stored just before the subscription
+        # is in this row, one stored after it arrives as a held `title_updated`.
+        member = connection.member
+        fresh = await services.store.get_conversation(conversation.id, member.id, member.organization_id)
+        conversation = fresh or conversation
         if after_seq is not None:
             missed = await hub.events_since(conversation.id, after_seq)
             if missed is not None:
