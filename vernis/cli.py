@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -77,8 +78,16 @@ def _serve(args: argparse.Namespace) -> int:
         **uvicorn_options(settings),
     )
     server = uvicorn.Server(config)
+    # Once it has shut down gracefully, uvicorn raises the signal that stopped it again, for the
+    # handler in place before it started: by default SIGTERM would then kill the process (exit
+    # -15) after a clean shutdown. A graceful stop exits 0.
+    signal.signal(signal.SIGTERM, _stopped_gracefully)
     server.run()
     return 0
+
+
+def _stopped_gracefully(signum: int, frame: object) -> None:
+    """Runs after uvicorn's own SIGTERM handling has shut the server down."""
 
 
 def _seed(settings: Settings) -> None:

@@ -22,7 +22,10 @@ __all__ = ["configure_logging", "conversation_context", "member_context"]
 _conversation: contextvars.ContextVar[str | None] = contextvars.ContextVar("conversation_id", default=None)
 _member: contextvars.ContextVar[str | None] = contextvars.ContextVar("member_id", default=None)
 
+# Not written out: the attributes every record has, and the copy of the message with terminal
+# colours that uvicorn adds to some of its records.
 _STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
+_SKIPPED = _STANDARD | {"color_message"}
 
 
 @contextmanager
@@ -61,7 +64,7 @@ class JSONFormatter(logging.Formatter):
         if (member := _member.get()) is not None:
             entry["member_id"] = member
         for key, value in record.__dict__.items():
-            if key not in _STANDARD and not key.startswith("_"):
+            if key not in _SKIPPED and not key.startswith("_"):
                 entry[key] = value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
@@ -81,7 +84,10 @@ def configure_logging(level: str = "INFO", fmt: str = "json") -> None:
         handler.setFormatter(JSONFormatter())
     else:
         handler.setFormatter(TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger("vernis")
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    root.propagate = False
+    # uvicorn's loggers too (the server runs with log_config=None): else its warnings and the
+    # tracebacks of "Exception in ASGI application" reach stderr as plain text, not JSON lines.
+    for name in ("vernis", "uvicorn"):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        logger.propagate = False
+    logging.getLogger("vernis").setLevel(level.upper())

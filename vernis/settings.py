@@ -62,6 +62,8 @@ class Settings(BaseSettings):
     llm_connect_timeout: float = 10.0
     llm_max_retries: int = 2
     llm_max_tokens: int | None = None
+    # Unprefixed, so that the usual OPENAI_API_KEY works from the environment and from `.env` alike.
+    openai_api_key: str | None = Field(default=None, validation_alias="OPENAI_API_KEY", repr=False)
 
     rate_limit: Annotated[RateLimit, NoDecode] = Field(default_factory=lambda: RateLimit(10, 60))
     member_rate_limit: Annotated[RateLimit, NoDecode] = Field(default_factory=lambda: RateLimit(20, 60))
@@ -124,7 +126,7 @@ def load_settings(**overrides: object) -> Settings:
     (development only: production sets its own, shared by every instance).
     """
     settings = Settings(**overrides)  # type: ignore[arg-type]
-    openai_key = os.environ.get("OPENAI_API_KEY")
+    openai_key = settings.openai_api_key
     if settings.llm_base_url is None:
         if openai_key:
             settings.llm_base_url = OPENAI_BASE_URL

@@ -1,0 +1,152 @@
+"""The `vernis` command line (SPEC §13), run as a real process against a real SQLite file."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jwt
+import pytest
+
+from vernis.db.migrate import head_revision
+from vernis.db.seed import demo_id
+
+REPO = Path(__file__).resolve().parent.parent
+SECRET = "cli-test-secret-that-is-long-enough-for-hs256"
+COMMAND_TIMEOUT = 30
+
+
+def environment(database: Path, *, secret: str | None = SECRET) -> dict[str, str]:
+    """The caller's environment without any Vernis or OpenAI setting, pointed at `database`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VERNIS_") and k != "OPENAI_API_KEY"}
+    env["PYTHONPATH"] = str(REPO)
+    env["VERNIS_DATABASE_URL"] = f"sqlite+aiosqlite:///{database}"
+    if secret is not None:
+        env["VERNIS_JWT_SECRET"] = secret
+    return env
+
+
+def vernis(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "vernis", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT,
+        check=False,
+    )
+
+
+def rows(database: Path, sql: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(database) as connection:
+        return connection.execute(sql).fetchall()
+
+
+def counts(database: Path) -> dict[str, int]:
+    tables = ("organization", "member", "organization_ai_rules")
+    return {table: int(rows(database, f"SELECT count(*) FROM {table}")[0][0]) for table in tables}
+
+
+@pytest.fixture(scope="module")
+def seeded_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh database that `vernis seed-demo` has migrated and seeded (tests copy it, never change it)."""
+    directory = tmp_path_factory.mktemp("seeded")
+    database = directory / "vernis.db"
+    result = vernis("seed-demo", env=environment(database), cwd=directory)
+    assert result.returncode == 0, result.stderr
+    assert "inserted=0" not in result.stdout
+    return database
+
+
+@pytest.fixture
+def database(seeded_database: Path, tmp_path: Path) -> Path:
+    """A private copy of the seeded database, in a directory of its own."""
+    copy = tmp_path / "data" / "vernis.db"
+    copy.parent.mkdir()
+    shutil.copyfile(seeded_database, copy)
+    return copy
+
+
+def test_db_upgrade_creates_the_schema(tmp_path: Path) -> None:
+    """`vernis db upgrade` creates a missing SQLite file and migrates it to the newest revision."""
+    database = tmp_path / "fresh.db"
+    result = vernis("db", "upgrade", env=environment(database), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    tables = {name for (name,) in rows(database, "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"organization", "member", "assistant_conversation", "assistant_message"} <= tables
+    assert rows(database, "SELECT version_num FROM alembic_version") == [(head_revision(),)]
+    assert counts(database) == {"organization": 0, "member": 0, "organization_ai_rules": 0}
+
+
+def test_seed_demo_is_idempotent(database: Path) -> None:
+    """`vernis seed-demo` loads the demo members of both organizations; running it again adds nothing."""
+    emails = {email for (email,) in rows(database, "SELECT email FROM member")}
+    assert emails == {
+        "owner@acme.test",
+        "admin@acme.test",
+        "member@acme.test",
+        "viewer@acme.test",
+        "owner@globex.test",
+    }
+    before = counts(database)
+    assert before["organization"] == 2
+
+    again = vernis("seed-demo", env=environment(database), cwd=database.parent)
+    assert again.returncode == 0, again.stderr
+    assert counts(database) == before
+    assert "inserted=0" in again.stdout
+
+
+def test_token_decodes_to_the_member_with_the_requested_ttl(database: Path) -> None:
+    """`vernis token owner@acme.test --ttl 60` prints one HS256 JWT for that member and organization, expiring in 60 s."""
+    before = time.time()
+    result = vernis("token", "owner@acme.test", "--ttl", "60", env=environment(database), cwd=database.parent)
+    assert result.returncode == 0, result.stderr
+    token = result.stdout.strip()
+    assert result.stdout == token + "\n"
+    claims = jwt.decode(token, SECRET, algorithms=["HS256"])
+    assert claims["sub"] == str(demo_id("member", "owner@acme.test"))
+    assert claims["org"] == str(demo_id("organization", "acme"))
+    assert before + 60 - 2 <= claims["exp"] <= time.time() + 60 + 1
+
+
+def test_token_for_unknown_email_fails_clearly(database: Path) -> None:
+    """`vernis token` for an e-mail no member has exits 1, prints nothing on stdout and names the e-mail on stderr."""
+    result = vernis("token", "nobody@acme.test", env=environment(database), cwd=database.parent)
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert "nobody@acme.test" in result.stderr
+    assert "no member" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_development_secret_is_generated_once_beside_the_database(database: Path, tmp_path: Path) -> None:
+    """Without VERNIS_JWT_SECRET a secret is written once to <data dir>/.vernis/jwt-secret (0600) and reused."""
+    env = environment(database, secret=None)
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    secret_file = database.parent / ".vernis" / "jwt-secret"
+    assert not secret_file.exists()
+
+    first = vernis("token", "member@acme.test", env=env, cwd=elsewhere)
+    assert first.returncode == 0, first.stderr
+    assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600
+    secret = secret_file.read_text().strip()
+    assert len(secret) >= 32
+    # The data directory is where the database lives, not the working directory.
+    assert not (elsewhere / ".vernis").exists()
+
+    second = vernis("token", "member@acme.test", env=env, cwd=elsewhere)
+    assert second.returncode == 0, second.stderr
+    assert secret_file.read_text().strip() == secret
+    for token in (first.stdout.strip(), second.stdout.strip()):
+        assert jwt.decode(token, secret, algorithms=["HS256"])["sub"] == str(
+            demo_id("member", "member@acme.test")
+        )
