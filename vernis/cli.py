@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import signal
+import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import uvicorn
@@ -41,20 +43,30 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
     }
 
 
+class _SideServer(uvicorn.Server):
+    """A server that runs beside the main one and leaves the signals to it."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
 def _serve(args: argparse.Namespace) -> int:
     from vernis.app import create_app
     from vernis.db.migrate import upgrade
     from vernis.logs import configure_logging
 
     overrides: dict[str, Any] = {}
-    scripted = None
+    scripted_socket = None
     if args.scripted_model:
-        from vernis.scripted import SCRIPTED_CHAT_MODEL, SCRIPTED_TITLE_MODEL, ScriptedModel
+        from vernis.scripted import SCRIPTED_CHAT_MODEL, SCRIPTED_TITLE_MODEL
 
-        # Paced like a real model, so streaming can be seen.
-        scripted = ScriptedModel(chunk_delay=0.03)
+        # The scripted model gets a loopback server of its own, so that the main server's shutdown
+        # (which drains its own connections) does not cut answers off mid-stream.
+        scripted_socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        scripted_socket.bind(("127.0.0.1", 0))
         overrides = {
-            "llm_base_url": f"http://127.0.0.1:{args.port}/scripted/v1",
+            "llm_base_url": f"http://127.0.0.1:{scripted_socket.getsockname()[1]}/v1",
             "llm_api_key": "scripted",
             "llm_model": SCRIPTED_CHAT_MODEL,
             "title_model": SCRIPTED_TITLE_MODEL,
@@ -65,10 +77,7 @@ def _serve(args: argparse.Namespace) -> int:
     if args.seed_demo:
         _seed(settings)
 
-    from starlette.routing import Mount
-
-    routes = [Mount("/scripted", app=scripted.app)] if scripted is not None else []
-    app = create_app(settings, extra_routes=routes, scripted=scripted is not None)
+    app = create_app(settings, scripted=scripted_socket is not None)
     config = uvicorn.Config(
         app,
         host=args.host,
@@ -82,7 +91,25 @@ def _serve(args: argparse.Namespace) -> int:
     # handler in place before it started: by default SIGTERM would then kill the process (exit
     # -15) after a clean shutdown. A graceful stop exits 0.
     signal.signal(signal.SIGTERM, _stopped_gracefully)
-    server.run()
+    if scripted_socket is None:
+        server.run()
+        return 0
+
+    from vernis.scripted import ScriptedModel
+
+    # Paced like a real model, so streaming can be seen.
+    scripted = ScriptedModel(chunk_delay=0.03)
+    side = _SideServer(uvicorn.Config(scripted.app, log_config=None, log_level="warning", lifespan="off"))
+
+    async def both() -> None:
+        side_task = asyncio.create_task(side.serve(sockets=[scripted_socket]))
+        try:
+            await server.serve()
+        finally:
+            side.should_exit = True
+            await side_task
+
+    asyncio.run(both())
     return 0
 
 

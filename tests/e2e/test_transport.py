@@ -171,14 +171,6 @@ async def test_socket_cap_frees_a_slot_when_a_socket_closes(vernis_factory: Vern
         raise AssertionError("the slot of the closed socket was never freed")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "vernis/ws/connection.py:162-165: _read_loop queues the 1008 close (self.close) and returns "
-        "at once; serve()'s finally (:102-103) then cancels the writer task before it sends the "
-        "queued close, so the socket ends without a close frame (the client sees no close code)"
-    ),
-)
 async def test_sixty_frames_pass_and_the_sixty_first_closes_with_1008(vernis: Vernis) -> None:
     """60 frames in 10 s are served; the 61st closes the socket with 1008 (command flood)."""
     async with vernis.opened() as client:

@@ -40,6 +40,8 @@ __all__ = ["Connection", "ConnectionState"]
 logger = logging.getLogger("vernis.ws")
 
 SEND_QUEUE_FRAMES = 4096
+# How long a socket that is closing may take to send its queued frames and the close frame.
+CLOSE_FLUSH_SECONDS = 2.0
 
 
 class ConnectionState(enum.Enum):
@@ -95,10 +97,15 @@ class Connection:
             await self._open_initial(conversation_id, after_seq)
             await self._read_loop()
         finally:
+            closing = self.state is ConnectionState.CLOSING
             self.state = ConnectionState.CLOSED
             if self.conversation is not None:
                 self.services.hub.unsubscribe(self.conversation.id, self)
             watchdog.cancel()
+            if closing and not writer.done():
+                # A close is queued (a flood, say): let the writer send it, not just drop the socket.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(writer), CLOSE_FLUSH_SECONDS)
             if not writer.done():
                 writer.cancel()
             await asyncio.gather(writer, watchdog, return_exceptions=True)
