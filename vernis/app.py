@@ -35,6 +35,7 @@ from vernis.services.registry import ToolRegistry, ToolResources
 from vernis.services.titles import TitleService
 from vernis.settings import Settings, load_settings
 from vernis.tools import default_registry
+from vernis.web import web_routes
 from vernis.ws.endpoint import assistant_socket
 from vernis.ws.limits import MemberRateLimiter
 
@@ -113,6 +114,7 @@ def create_app(
         Route("/healthz", healthz),
         Route("/readyz", readyz),
         *extra_routes,
+        *web_routes(),
     ]
     if STATIC_DIR.is_dir():
         routes.append(Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"))
