@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
+from vernis.api import api_routes
 from vernis.context.page import resolve_route_only
 from vernis.context.window import WindowCache
 from vernis.db.engine import create_engine
@@ -113,6 +114,7 @@ def create_app(
         WebSocketRoute("/api/assistant/ws", assistant_socket),
         Route("/healthz", healthz),
         Route("/readyz", readyz),
+        *api_routes(),
         *extra_routes,
         *web_routes(),
     ]
