@@ -319,6 +319,21 @@ class AnswerService:
         )
         self._running.pop(conversation_id, None)
         await self._hub.release(conversation_id, answer.owner)
+        ended = time.monotonic()
+        logger.info(
+            "answer %s",
+            status.value,
+            extra={
+                "message_id": str(answer.message_id),
+                "duration_ms": round((ended - answer.started_at) * 1000),
+                "ttft_ms": round((answer.first_token_at - answer.started_at) * 1000)
+                if answer.first_token_at is not None
+                else None,
+                "tool_calls": len(answer.tool_calls),
+                "prompt_tokens": answer.prompt_tokens,
+                "completion_tokens": answer.completion_tokens,
+            },
+        )
         for hook in self._stored_hooks:
             try:
                 await hook(answer, status)
