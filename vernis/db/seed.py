@@ -8,11 +8,19 @@ survive a reset.
 
 The seed is a list of steps (`SEED_STEPS`) run in order in one transaction; each step reads what the
 earlier ones recorded in the `SeedContext` (organization and member ids) and records its own rows.
-More demo data (the CRM) is added as further steps.
+
+The CRM step fills each demo organization's CRM (`vernis.db._demo_crm`: contacts, calls, SMS, plans,
+tasks, agents, knowledge) and its members' notifications, once: an organization that already has
+contacts is left alone, so re-seeding never brings back what people deleted or overwrites what they
+changed. Its dates are relative to the anchor, the seed's `now` rounded down to the hour: the demo
+always looks current (calls up to today, tasks due around today), and a seed pinned to a `now`
+(`seed_demo(engine, now=...)`) is identical row for row on any database. Its ids do not depend on the
+anchor at all, so a later run agrees with an earlier one on every id.
 """
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +31,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from vernis.db import _demo_crm
+from vernis.db._demo_content import PROFILES
+from vernis.db.crm import Contact
 from vernis.db.engine import dialect_insert
 from vernis.db.models import Member, OrgAIRules, Organization, Role, table_of, utcnow
 
@@ -32,6 +43,7 @@ __all__ = [
     "SeedContext",
     "SeedResult",
     "SeedStep",
+    "demo_anchor",
     "demo_id",
     "seed_demo",
 ]
@@ -42,6 +54,7 @@ DEMO_NAMESPACE = uuid.UUID("5b0e7a52-3f8e-4c4b-9a0d-7c1e2f6a9d31")
 _organization = table_of(Organization)
 _member = table_of(Member)
 _ai_rules = table_of(OrgAIRules)
+_contact = table_of(Contact)
 
 
 def demo_id(kind: str, key: str) -> uuid.UUID:
@@ -56,6 +69,17 @@ class SeedResult:
     organizations: Mapping[str, uuid.UUID]  # slug -> id
     members: Mapping[str, uuid.UUID]  # email -> id
     inserted: int  # rows this run added: 0 when everything was already there
+    # The instant the demo's dates are relative to (the seed's `now` rounded down to the hour).
+    anchor: datetime = field(repr=False)
+    # Table name -> rows of demo data it holds, all organizations together (what a fresh seed writes).
+    rows: Mapping[str, int] = field(repr=False)
+    # Well-known demo rows, "<slug>:<kind>:<name>" -> id, for tests and docs. Kinds and names:
+    # contact (each named contact, e.g. "acme:contact:Jane Cooper" and "globex:contact:Jane Cooper"),
+    # call / sms / plan ("<slug>:call:Jane Cooper": a call with, an SMS from, a plan for Jane Cooper;
+    # her SMS is the last message with her and waits for an answer), task (by title), plan_template,
+    # voice_agent, text_agent, analyzer, knowledge_item (by name or title), phone_number (by label),
+    # tag (by name).
+    entities: Mapping[str, uuid.UUID] = field(repr=False)
 
 
 @dataclass(slots=True)
@@ -67,6 +91,12 @@ class SeedContext:
     organizations: dict[str, uuid.UUID] = field(default_factory=dict)
     members: dict[str, uuid.UUID] = field(default_factory=dict)
     inserted: int = 0
+    rows: dict[str, int] = field(default_factory=dict)
+    entities: dict[str, uuid.UUID] = field(default_factory=dict)
+
+    @property
+    def anchor(self) -> datetime:
+        return demo_anchor(self.now)
 
     async def insert_missing(
         self, table: sa.Table, rows: Sequence[dict[str, Any]], key: Sequence[str]
@@ -186,17 +216,85 @@ async def _organization_ai_rules(context: SeedContext) -> None:
     await context.insert_missing(_ai_rules, rows, key=["organization_id"])
 
 
-SEED_STEPS: tuple[SeedStep, ...] = (_organizations, _members, _organization_ai_rules)
+async def _crm(context: SeedContext) -> None:
+    member_rows = (
+        await context.connection.execute(
+            sa.select(
+                _member.c.id, _member.c.email, _member.c.name, _member.c.role, _member.c.organization_id
+            )
+            .where(_member.c.email.in_(list(context.members)))
+            .order_by(_member.c.email)
+        )
+    ).all()
+    for org in _DEMO:
+        profile = PROFILES.get(org.slug)
+        if profile is None:
+            continue
+        organization_id = context.organizations[org.slug]
+        members = tuple(
+            _demo_crm.DemoMember(id=row.id, email=row.email, name=row.name, role=row.role)
+            for row in member_rows
+            if row.organization_id == organization_id
+        )
+        demo = _crm_demo(org.slug, organization_id, org.name, org.timezone, members, context.anchor)
+        context.entities.update(demo.entities)
+        for table, rows in demo.rows.items():
+            context.rows[table.name] = context.rows.get(table.name, 0) + len(rows)
+        has_contacts = await context.connection.scalar(
+            sa.select(sa.exists().where(_contact.c.organization_id == organization_id))
+        )
+        if has_contacts:
+            continue
+        for table, rows in demo.rows.items():
+            await context.insert_missing(table, rows, key=[table.primary_key.columns.values()[0].name])
 
 
-async def seed_demo(engine: AsyncEngine, steps: Sequence[SeedStep] = SEED_STEPS) -> SeedResult:
-    """Load the demo data into a migrated database, in one transaction; idempotent."""
+@functools.lru_cache(maxsize=4)
+def _crm_demo(
+    slug: str,
+    organization_id: uuid.UUID,
+    name: str,
+    timezone: str,
+    members: tuple[_demo_crm.DemoMember, ...],
+    anchor: datetime,
+) -> _demo_crm.CrmDemo:
+    # Pure, and the same for every seed of one process within the hour: build it once (a test
+    # session seeds hundreds of databases). The rows are only ever read.
+    return _demo_crm.build(
+        PROFILES[slug],
+        organization_id=organization_id,
+        organization_name=name,
+        timezone=timezone,
+        members=members,
+        anchor=anchor,
+        id_of=demo_id,
+    )
+
+
+SEED_STEPS: tuple[SeedStep, ...] = (_organizations, _members, _organization_ai_rules, _crm)
+
+
+def demo_anchor(now: datetime) -> datetime:
+    """The instant the demo CRM's dates are relative to: `now` rounded down to the hour."""
+    return now.replace(minute=0, second=0, microsecond=0)
+
+
+async def seed_demo(
+    engine: AsyncEngine, steps: Sequence[SeedStep] = SEED_STEPS, *, now: datetime | None = None
+) -> SeedResult:
+    """Load the demo data into a migrated database, in one transaction; idempotent.
+
+    `now` (aware) pins the clock the demo data is dated by; by default the current time.
+    """
     async with engine.begin() as connection:
-        context = SeedContext(connection=connection, now=utcnow())
+        context = SeedContext(connection=connection, now=now or utcnow())
         for step in steps:
             await step(context)
     return SeedResult(
         organizations=MappingProxyType(dict(context.organizations)),
         members=MappingProxyType(dict(context.members)),
         inserted=context.inserted,
+        anchor=context.anchor,
+        rows=MappingProxyType(dict(context.rows)),
+        entities=MappingProxyType(dict(context.entities)),
     )
