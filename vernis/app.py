@@ -22,7 +22,7 @@ from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
 from vernis.api import api_routes
-from vernis.context.page import resolve_route_only
+from vernis.context.page import page_resolver
 from vernis.context.window import WindowCache
 from vernis.db.engine import create_engine
 from vernis.runtime import PageResolver, Services
@@ -93,7 +93,7 @@ def create_app(
                 engine=engine, approvals=ApprovalService(engine, settings.approval_ttl)
             ),
             member_limiter=MemberRateLimiter(settings.member_rate_limit),
-            resolve_page=resolve_page or resolve_route_only,
+            resolve_page=resolve_page or page_resolver(engine),
             scripted=scripted,
         )
         logger.info(

@@ -96,9 +96,10 @@ def _serve(args: argparse.Namespace) -> int:
         return 0
 
     from vernis.scripted import ScriptedModel
+    from vernis.scripted.demo import demo_scenarios
 
     # Paced like a real model, so streaming can be seen.
-    scripted = ScriptedModel(chunk_delay=0.03)
+    scripted = ScriptedModel(chunk_delay=0.03, scenarios=demo_scenarios())
     side = _SideServer(uvicorn.Config(scripted.app, log_config=None, log_level="warning", lifespan="off"))
 
     async def both() -> None:

@@ -91,6 +91,6 @@ def _page_section(page: CurrentPage) -> str:
     lines = ["## Current page", f"- Route: {page.route}"]
     if page.entity_type and page.entity_name:
         label = page.entity_type.replace("_", " ")
-        lines.append(f"- The user is looking at the {label} {page.entity_name!r} (id {page.entity_id}).")
+        lines.append(f'- The user is looking at the {label} "{page.entity_name}" (id {page.entity_id}).')
         lines.append(f'- "This {label}" means that one; do not ask which.')
     return "\n".join(lines)
