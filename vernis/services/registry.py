@@ -117,13 +117,21 @@ class Tool:
     run: ToolFunc
     # For writes: validates against the data and returns exactly what would change. Changes nothing.
     preview: ToolFunc | None = None
+    # Built once: generating a JSON schema costs about half a millisecond a tool, every answer.
+    _definition: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.writes and self.preview is None:
             raise ValueError(f"write tool {self.name!r} needs a preview")
 
     def definition(self) -> dict[str, Any]:
-        """The OpenAI function definition the model sees."""
+        """The OpenAI function definition the model sees (shared: do not modify it)."""
+        if self._definition is None:
+            object.__setattr__(self, "_definition", self._build_definition())
+        assert self._definition is not None
+        return self._definition
+
+    def _build_definition(self) -> dict[str, Any]:
         schema = self.args.model_json_schema()
         schema.pop("title", None)
         description = self.description
