@@ -1,0 +1,595 @@
+"""Contacts tools against the seeded demo CRM: search, details, and every write through its preview,
+the user's approval and the audit log; each behind its permission and inside one organization."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import sqlalchemy as sa
+
+from tests.tools.conftest import Tools
+from vernis.db.crm import Call, Contact, ContactEmail, ContactNote, ContactPhone, ContactTag, SmsMessage, Tag
+from vernis.db.models import AuditEntry, Member, table_of
+from vernis.services.registry import ToolOutcome
+
+MEMBER = "member@acme.test"
+VIEWER = "viewer@acme.test"
+GLOBEX = "owner@globex.test"
+JANE = "acme:contact:Jane Cooper"
+GLOBEX_JANE = "globex:contact:Jane Cooper"
+
+_contact = table_of(Contact)
+_email = table_of(ContactEmail)
+_phone = table_of(ContactPhone)
+_note = table_of(ContactNote)
+_tag = table_of(Tag)
+_contact_tag = table_of(ContactTag)
+_audit = table_of(AuditEntry)
+
+WRITES = [
+    "create_contact",
+    "update_contact",
+    "add_contact_note",
+    "manage_contact_tags",
+    "manage_contact_emails",
+    "manage_contact_phones",
+]
+
+
+def data(outcome: ToolOutcome) -> Any:
+    assert outcome.status == "ok", outcome.envelope
+    return outcome.envelope["data"]
+
+
+def error(outcome: ToolOutcome) -> dict[str, Any]:
+    assert outcome.status == "error", outcome.envelope
+    failure: dict[str, Any] = outcome.envelope["error"]
+    return failure
+
+
+async def rows(tools: Tools, query: Any) -> list[Any]:
+    async with tools.engine.connect() as connection:
+        return list((await connection.execute(query)).all())
+
+
+async def contact_row(tools: Tools, contact_id: uuid.UUID) -> Any:
+    (row,) = await rows(tools, sa.select(_contact).where(_contact.c.id == contact_id))
+    return row
+
+
+async def emails(tools: Tools, contact_id: uuid.UUID) -> set[tuple[str, str, bool]]:
+    found = await rows(
+        tools,
+        sa.select(_email.c.email, _email.c.label, _email.c.is_primary).where(
+            _email.c.contact_id == contact_id
+        ),
+    )
+    return {tuple(row) for row in found}
+
+
+async def phones(tools: Tools, contact_id: uuid.UUID) -> set[tuple[str, str, str, bool]]:
+    found = await rows(
+        tools,
+        sa.select(_phone.c.number, _phone.c.number_e164, _phone.c.label, _phone.c.is_primary).where(
+            _phone.c.contact_id == contact_id
+        ),
+    )
+    return {tuple(row) for row in found}
+
+
+async def tags(tools: Tools, contact_id: uuid.UUID) -> list[str]:
+    found = await rows(
+        tools,
+        sa.select(_tag.c.name)
+        .join(_contact_tag, _contact_tag.c.tag_id == _tag.c.id)
+        .where(_contact_tag.c.contact_id == contact_id)
+        .order_by(_tag.c.name),
+    )
+    return [row.name for row in found]
+
+
+async def previewed(tools: Tools, name: str, arguments: dict[str, Any], email: str = MEMBER) -> Any:
+    """The preview of a write, as the user is shown it (nothing approved)."""
+    outcome = await tools.call(email, name, arguments)
+    assert outcome.status == "needs_confirmation", outcome.envelope
+    return outcome.preview
+
+
+async def approved(
+    tools: Tools, name: str, arguments: dict[str, Any], preview: Any, email: str = MEMBER
+) -> Any:
+    """Preview again, approve and run; the preview must be the one shown before, the write must leave
+    its audit row. Returns the write's data."""
+    shown, envelope = await tools.write(email, name, arguments)
+    assert shown.preview == preview
+    assert envelope["ok"], envelope
+    member = await tools.member(email)
+    (audit,) = await rows(tools, sa.select(_audit).where(_audit.c.approval_id == shown.confirmation_id))
+    assert (audit.tool_name, audit.outcome, audit.member_id) == (name, "ok", member.id)
+    return envelope["data"]
+
+
+async def search(tools: Tools, query: str, email: str = MEMBER, **more: Any) -> Any:
+    return data(await tools.call(email, "search_contacts", {"query": query, **more}))
+
+
+# -- search_contacts ----------------------------------------------------------------------------
+
+
+async def test_search_finds_partial_names_and_email_addresses(tools: Tools) -> None:
+    """Any part of a name (in any case and word order) or of an e-mail address finds the contact."""
+    for query in ("jane", "JANE", "coop", "Jane Cooper", "jane coo", "cooper jane", "Cooper, Jane"):
+        found = await search(tools, query, limit=50)
+        assert str(tools.entity(JANE)) in [contact["id"] for contact in found["contacts"]], query
+        assert all(
+            word in f"{contact['name']} {contact['company']} {contact['email']}".lower()
+            for contact in found["contacts"]
+            for word in query.lower().replace(",", "").split()
+        ), query
+    assert (await search(tools, "jane cooper"))["contacts"][0]["name"] == "Jane Cooper"
+    for query, who in (
+        ("jane.cooper@gmail.com", JANE),
+        ("JANE.COOPER@", JANE),
+        ("metlife-dental", "acme:contact:Esther Howard"),
+        ("robfox@", "acme:contact:Robert Fox"),
+    ):
+        found = await search(tools, query)
+        assert str(tools.entity(who)) in [contact["id"] for contact in found["contacts"]], query
+
+
+async def test_search_finds_phone_numbers_in_any_format(tools: Tools) -> None:
+    """A whole number in any format finds exactly its contact; part of one finds all that contain it."""
+    for query in ("(212) 555-0147", "+12125550147", "212.555.0147", "1-212-555-0147", "+1 212 555 0147"):
+        found = await search(tools, query)
+        assert [contact["id"] for contact in found["contacts"]] == [str(tools.entity(JANE))], query
+        assert found["contacts"][0]["phone"] == "+12125550147"
+    partial = await search(tools, "555-0147", limit=50)
+    assert str(tools.entity(JANE)) in [contact["id"] for contact in partial["contacts"]]
+    numbers = await rows(
+        tools,
+        sa.select(sa.func.count(sa.distinct(_phone.c.contact_id))).where(
+            _phone.c.organization_id == (await tools.member(MEMBER)).organization_id,
+            _phone.c.number_e164.contains("5550147"),
+        ),
+    )
+    assert partial["total"] == numbers[0][0] > 1
+
+
+async def test_search_results_are_compact_and_paginated(tools: Tools) -> None:
+    """A page holds at most `limit` compact contacts, with the total and where the next page starts."""
+    first = await search(tools, "", tag="patient", limit=5)
+    assert len(first["contacts"]) == 5
+    assert first["total"] > 100
+    assert first["next_offset"] == 5
+    assert all(
+        set(contact) == {"id", "name", "company", "email", "phone", "tags"} for contact in first["contacts"]
+    )
+    assert all("patient" in contact["tags"] for contact in first["contacts"])
+    second = await search(tools, "", tag="patient", limit=5, offset=5)
+    assert not {c["id"] for c in first["contacts"]} & {c["id"] for c in second["contacts"]}
+    last = await search(tools, "", tag="patient", limit=50, offset=first["total"] - 3)
+    assert len(last["contacts"]) == 3
+    assert "next_offset" not in last
+    jane = (await search(tools, "jane cooper"))["contacts"][0]
+    assert jane == {
+        "id": str(tools.entity(JANE)),
+        "name": "Jane Cooper",
+        "company": "Hudson Yards Capital",
+        "email": "jane.cooper@gmail.com",
+        "phone": "+12125550147",
+        "tags": ["patient", "vip"],
+    }
+    too_many = await tools.call(MEMBER, "search_contacts", {"query": "a", "limit": 51})
+    assert error(too_many)["code"] == "invalid_arguments"
+
+
+async def test_search_stays_in_the_callers_organization(tools: Tools) -> None:
+    """Acme finds only Acme's contacts, Globex only Globex's, whatever the query matches elsewhere."""
+    assert (await search(tools, "23125101"))["total"] == 0  # Globex's Jane Cooper's number
+    assert (await search(tools, "initech"))["total"] == 0  # her company and e-mail domain
+    acme = await search(tools, "jane cooper")
+    assert str(tools.entity(GLOBEX_JANE)) not in [contact["id"] for contact in acme["contacts"]]
+    globex = await search(tools, "jane cooper", GLOBEX)
+    assert [contact["id"] for contact in globex["contacts"]] == [str(tools.entity(GLOBEX_JANE))]
+    assert (await search(tools, "030 23125101", GLOBEX))["contacts"][0]["id"] == str(
+        tools.entity(GLOBEX_JANE)
+    )
+
+
+# -- get_contact_details ------------------------------------------------------------------------
+
+
+async def test_details_hold_addresses_numbers_tags_notes_and_activity(tools: Tools) -> None:
+    """A contact's details: e-mails, phones, tags, the latest notes and counts that match the data."""
+    jane = tools.entity(JANE)
+    details = data(await tools.call(VIEWER, "get_contact_details", {"contact_id": str(jane)}))
+    assert details["name"] == "Jane Cooper"
+    assert details["company"] == "Hudson Yards Capital"
+    assert details["emails"] == [{"email": "jane.cooper@gmail.com", "label": "personal", "primary": True}]
+    assert details["phones"] == [
+        {"number": "(212) 555-0147", "e164": "+12125550147", "label": "mobile", "primary": True}
+    ]
+    assert details["tags"] == ["patient", "vip"]
+    assert details["notes"]["total"] == 1
+    (note,) = details["notes"]["latest"]
+    assert note["body"].startswith("Prefers late-afternoon appointments.")
+    assert note["created_at"].endswith(("-05:00", "-04:00"))  # New York time
+    calls = await rows(tools, sa.select(sa.func.count()).where(table_of(Call).c.contact_id == jane))
+    messages = await rows(tools, sa.select(sa.func.count()).where(table_of(SmsMessage).c.contact_id == jane))
+    activity = details["activity"]
+    assert (activity["calls"], activity["messages"]) == (calls[0][0], messages[0][0])
+    assert activity["calls_last_30_days"] <= activity["calls"]
+    assert activity["open_tasks"] >= 1  # "Call Jane Cooper about her crown fitting"
+    assert activity["active_plans"] >= 1  # her post-treatment follow-up
+
+
+async def test_details_of_another_organizations_contact_are_not_found(tools: Tools) -> None:
+    """A Globex contact's id given to an Acme member is not found, and nothing of it is shown."""
+    outcome = await tools.call(MEMBER, "get_contact_details", {"contact_id": str(tools.entity(GLOBEX_JANE))})
+    assert error(outcome)["code"] == "not_found"
+    assert "search_contacts" in error(outcome)["hint"]
+    assert "Initech" not in str(outcome.envelope)
+    unknown = await tools.call(MEMBER, "get_contact_details", {"contact_id": str(uuid.uuid4())})
+    assert error(unknown)["code"] == "not_found"
+
+
+# -- permissions and organization of the writes -------------------------------------------------
+
+
+def write_arguments(contact_id: uuid.UUID) -> dict[str, dict[str, Any]]:
+    target = {"contact_id": str(contact_id)}
+    return {
+        "create_contact": {"first_name": "Ada", "last_name": "Lovelace"},
+        "update_contact": target | {"company": "Analytical Engines"},
+        "add_contact_note": target | {"body": "Called about the invoice."},
+        "manage_contact_tags": target | {"add": ["follow-up"]},
+        "manage_contact_emails": target | {"add": [{"email": "ada@example.com"}]},
+        "manage_contact_phones": target | {"add": [{"number": "(929) 555-0277"}]},
+    }
+
+
+async def test_the_viewer_may_not_write_and_reads_need_their_permissions(tools: Tools) -> None:
+    """The viewer is offered no contact write and each is refused unrun; reads need contact:list / contact:view."""
+    assert set(WRITES) <= await tools.offered(MEMBER)
+    assert not set(WRITES) & await tools.offered(VIEWER)
+    jane = tools.entity(JANE)
+    before = (await contact_row(tools, jane), await emails(tools, jane), await tags(tools, jane))
+    for name, arguments in write_arguments(jane).items():
+        outcome = await tools.call(VIEWER, name, arguments)
+        assert error(outcome)["code"] == "forbidden", name
+    assert (await contact_row(tools, jane), await emails(tools, jane), await tags(tools, jane)) == before
+    assert await rows(tools, sa.select(_contact).where(_contact.c.first_name == "Ada")) == []
+
+    assert {"search_contacts", "get_contact_details"} <= await tools.offered(VIEWER)
+    async with tools.engine.begin() as connection:
+        await connection.execute(
+            sa.update(table_of(Member))
+            .where(table_of(Member).c.email == VIEWER)
+            .values(revoked_permissions=["contact:list", "contact:view"])
+        )
+    assert not {"search_contacts", "get_contact_details"} & await tools.offered(VIEWER)
+    refused = await tools.call(VIEWER, "search_contacts", {"query": "jane"})
+    assert error(refused)["code"] == "forbidden"
+    refused = await tools.call(VIEWER, "get_contact_details", {"contact_id": str(jane)})
+    assert error(refused)["code"] == "forbidden"
+
+
+async def test_writes_to_another_organizations_contact_are_not_found(tools: Tools) -> None:
+    """Every write on a Globex contact's id by an Acme member is refused at the preview as not found."""
+    globex_jane = tools.entity(GLOBEX_JANE)
+    before = (
+        await contact_row(tools, globex_jane),
+        await emails(tools, globex_jane),
+        await tags(tools, globex_jane),
+    )
+    for name, arguments in list(write_arguments(globex_jane).items())[1:]:
+        outcome = await tools.call(MEMBER, name, arguments)
+        assert error(outcome)["code"] == "not_found", name
+        assert error(outcome)["hint"] == "Use search_contacts to find the contact's id."
+    after = (
+        await contact_row(tools, globex_jane),
+        await emails(tools, globex_jane),
+        await tags(tools, globex_jane),
+    )
+    assert after == before
+
+
+# -- create_contact -----------------------------------------------------------------------------
+
+
+async def test_create_contact_previews_then_creates_exactly_that(tools: Tools) -> None:
+    """create_contact shows the whole new contact, creates nothing until approved, then exactly it."""
+    arguments = {
+        "first_name": " Ada ",
+        "last_name": "Lovelace",
+        "company": "Analytical Engines",
+        "emails": [{"email": "Ada@Example.com", "label": "work"}, {"email": "ada.l@example.org"}],
+        "phones": [{"number": "(929) 555-0277"}],
+        "tags": ["patient", "Open Day"],
+        "note": "Met at the open day.",
+    }
+    preview = await previewed(tools, "create_contact", arguments)
+    assert preview == {
+        "action": "Create a contact",
+        "contact": {
+            "first_name": "Ada",
+            "last_name": "Lovelace",
+            "company": "Analytical Engines",
+            "emails": [
+                {"email": "ada@example.com", "label": "work", "primary": True},
+                {"email": "ada.l@example.org", "label": "personal", "primary": False},
+            ],
+            "phones": [
+                {"number": "(929) 555-0277", "e164": "+19295550277", "label": "mobile", "primary": True}
+            ],
+            "tags": ["patient", "open-day"],
+            "note": "Met at the open day.",
+        },
+        "new_tags": ["open-day"],
+    }
+    lovelaces = sa.select(_contact.c.id).where(_contact.c.last_name == "Lovelace")
+    assert await rows(tools, lovelaces) == []
+    assert await rows(tools, sa.select(_tag).where(_tag.c.name == "open-day")) == []
+
+    created = await approved(tools, "create_contact", arguments, preview)
+    ((contact_id,),) = await rows(tools, lovelaces)
+    assert created == {"id": str(contact_id), "name": "Ada Lovelace", "created": True}
+    row = await contact_row(tools, contact_id)
+    member = await tools.member(MEMBER)
+    assert (row.organization_id, row.first_name, row.company) == (
+        member.organization_id,
+        "Ada",
+        "Analytical Engines",
+    )
+    assert await emails(tools, contact_id) == {
+        ("ada@example.com", "work", True),
+        ("ada.l@example.org", "personal", False),
+    }
+    assert await phones(tools, contact_id) == {("(929) 555-0277", "+19295550277", "mobile", True)}
+    assert await tags(tools, contact_id) == ["open-day", "patient"]
+    (note,) = await rows(tools, sa.select(_note).where(_note.c.contact_id == contact_id))
+    assert (note.body, note.author_id) == ("Met at the open day.", member.id)
+    found = await search(tools, "lovelace")
+    assert [contact["id"] for contact in found["contacts"]] == [str(contact_id)]
+
+
+async def test_create_contact_looks_for_duplicates_in_the_organization_only(tools: Tools) -> None:
+    """An address another Acme contact has is refused, naming it; Globex's contacts count for nothing."""
+    outcome = await tools.call(
+        MEMBER, "create_contact", {"first_name": "J", "emails": [{"email": "Jane.Cooper@gmail.com"}]}
+    )
+    assert error(outcome)["code"] == "duplicate_email"
+    assert f"Jane Cooper (contact {tools.entity(JANE)})" in error(outcome)["message"]
+    preview = await previewed(
+        tools,
+        "create_contact",
+        {"first_name": "Jane", "last_name": "Cooper", "emails": [{"email": "jane.cooper@initech.example"}]},
+    )
+    assert preview["warnings"] == [
+        f"A contact named Jane Cooper already exists (contact {tools.entity(JANE)})."
+    ]
+    assert str(tools.entity(GLOBEX_JANE)) not in str(preview)
+
+
+async def test_create_contact_reads_numbers_in_the_organizations_country(tools: Tools) -> None:
+    """A number without a country code is read in the organization's country; a non-number is refused."""
+    globex = await previewed(
+        tools, "create_contact", {"first_name": "Jo", "phones": [{"number": "030 1234567"}]}, GLOBEX
+    )
+    assert globex["contact"]["phones"][0]["e164"] == "+49301234567"
+    acme = await previewed(
+        tools, "create_contact", {"first_name": "Jo", "phones": [{"number": "212-555-0999"}]}
+    )
+    assert acme["contact"]["phones"][0]["e164"] == "+12125550999"
+    bad = await tools.call(MEMBER, "create_contact", {"first_name": "Jo", "phones": [{"number": "12345"}]})
+    assert error(bad)["code"] == "invalid_phone"
+    bad_email = await tools.call(MEMBER, "create_contact", {"first_name": "Jo", "emails": [{"email": "jo@"}]})
+    assert error(bad_email)["code"] == "invalid_arguments"
+
+
+# -- update_contact -----------------------------------------------------------------------------
+
+
+async def test_update_contact_previews_from_and_to_then_applies_exactly_that(tools: Tools) -> None:
+    """update_contact shows each changed field from → to and applies exactly those; repeated, it is no_change."""
+    jane = tools.entity(JANE)
+    arguments = {"contact_id": str(jane), "first_name": "Janie", "last_name": "Cooper", "company": ""}
+    preview = await previewed(tools, "update_contact", arguments)
+    assert preview == {
+        "action": "Update a contact",
+        "contact": {"id": str(jane), "name": "Jane Cooper"},
+        "changes": {
+            "first_name": {"from": "Jane", "to": "Janie"},
+            "company": {"from": "Hudson Yards Capital", "to": None},
+        },
+    }
+    before = await contact_row(tools, jane)
+    assert (before.first_name, before.company) == ("Jane", "Hudson Yards Capital")
+
+    updated = await approved(tools, "update_contact", arguments, preview)
+    assert updated == {
+        "id": str(jane),
+        "name": "Janie Cooper",
+        "company": None,
+        "updated": ["company", "first_name"],
+    }
+    after = await contact_row(tools, jane)
+    assert (after.first_name, after.last_name, after.company) == ("Janie", "Cooper", None)
+    assert after.updated_at > before.updated_at
+    again = await tools.call(MEMBER, "update_contact", arguments)
+    assert error(again)["code"] == "no_change"
+    nothing = await tools.call(MEMBER, "update_contact", {"contact_id": str(jane)})
+    assert error(nothing)["code"] == "no_change"
+
+
+# -- add_contact_note ---------------------------------------------------------------------------
+
+
+async def test_add_contact_note_previews_then_adds_the_note_by_the_user(tools: Tools) -> None:
+    """add_contact_note shows the note and its author, adds nothing until approved, then exactly it."""
+    jane = tools.entity(JANE)
+    arguments = {"contact_id": str(jane), "body": "Asked to move Friday's check to 4 pm."}
+    preview = await previewed(tools, "add_contact_note", arguments)
+    assert preview == {
+        "action": "Add a note to a contact",
+        "contact": {"id": str(jane), "name": "Jane Cooper"},
+        "note": {"body": "Asked to move Friday's check to 4 pm.", "author": "Priya Raman"},
+    }
+    notes = sa.select(_note).where(_note.c.contact_id == jane)
+    assert len(await rows(tools, notes)) == 1
+
+    added = await approved(tools, "add_contact_note", arguments, preview)
+    new = [note for note in await rows(tools, notes) if str(note.id) == added["note_id"]]
+    assert [(note.body, note.author_id) for note in new] == [
+        (arguments["body"], (await tools.member(MEMBER)).id)
+    ]
+    details = data(await tools.call(MEMBER, "get_contact_details", {"contact_id": str(jane)}))
+    assert details["notes"]["total"] == 2
+    assert details["notes"]["latest"][0]["body"] == arguments["body"]
+
+
+# -- manage_contact_tags ------------------------------------------------------------------------
+
+
+async def test_manage_contact_tags_previews_the_resulting_set_then_applies_it(tools: Tools) -> None:
+    """Tags: the preview lists additions, removals and the resulting set; the write makes it so, once."""
+    jane = tools.entity(JANE)
+    arguments = {"contact_id": str(jane), "add": ["Follow Up", "vip"], "remove": ["patient", "lead"]}
+    preview = await previewed(tools, "manage_contact_tags", arguments)
+    assert preview == {
+        "action": "Change a contact's tags",
+        "contact": {"id": str(jane), "name": "Jane Cooper"},
+        "add": ["follow-up"],
+        "remove": ["patient"],
+        "result": ["follow-up", "vip"],
+        "new_tags": ["follow-up"],
+        "already_tagged": ["vip"],
+        "not_tagged": ["lead"],
+    }
+    assert await tags(tools, jane) == ["patient", "vip"]
+
+    changed = await approved(tools, "manage_contact_tags", arguments, preview)
+    assert changed["tags"] == ["follow-up", "vip"]
+    assert await tags(tools, jane) == ["follow-up", "vip"]
+    followers = await search(tools, "", tag="follow-up")
+    assert [contact["id"] for contact in followers["contacts"]] == [str(jane)]
+    again = await tools.call(MEMBER, "manage_contact_tags", arguments)
+    assert error(again)["code"] == "no_change"
+    both = await tools.call(
+        MEMBER, "manage_contact_tags", {"contact_id": str(jane), "add": ["x"], "remove": ["X"]}
+    )
+    assert error(both)["code"] == "invalid_arguments"
+
+
+# -- manage_contact_emails ----------------------------------------------------------------------
+
+
+async def test_manage_contact_emails_previews_the_resulting_set_then_applies_it(tools: Tools) -> None:
+    """E-mails: removing the primary address promotes the added one; preview and write agree."""
+    jane = tools.entity(JANE)
+    arguments = {
+        "contact_id": str(jane),
+        "add": [{"email": "Jane@HudsonYards.example", "label": "work"}],
+        "remove": ["jane.cooper@gmail.com"],
+    }
+    preview = await previewed(tools, "manage_contact_emails", arguments)
+    assert preview == {
+        "action": "Change a contact's e-mail addresses",
+        "contact": {"id": str(jane), "name": "Jane Cooper"},
+        "add": [{"email": "jane@hudsonyards.example", "label": "work"}],
+        "remove": ["jane.cooper@gmail.com"],
+        "result": [{"email": "jane@hudsonyards.example", "label": "work", "primary": True}],
+        "primary": {"from": "jane.cooper@gmail.com", "to": "jane@hudsonyards.example"},
+    }
+    assert await emails(tools, jane) == {("jane.cooper@gmail.com", "personal", True)}
+
+    changed = await approved(tools, "manage_contact_emails", arguments, preview)
+    assert changed["emails"] == preview["result"]
+    assert await emails(tools, jane) == {("jane@hudsonyards.example", "work", True)}
+
+
+async def test_manage_contact_emails_can_switch_the_primary_address(tools: Tools) -> None:
+    """Adding an address and making it primary keeps the old one as a secondary address."""
+    jane = tools.entity(JANE)
+    arguments = {"contact_id": str(jane), "add": [{"email": "j@hy.example"}], "primary": "j@hy.example"}
+    preview = await previewed(tools, "manage_contact_emails", arguments)
+    assert preview["result"] == [
+        {"email": "jane.cooper@gmail.com", "label": "personal", "primary": False},
+        {"email": "j@hy.example", "label": "personal", "primary": True},
+    ]
+    await approved(tools, "manage_contact_emails", arguments, preview)
+    assert await emails(tools, jane) == {
+        ("jane.cooper@gmail.com", "personal", False),
+        ("j@hy.example", "personal", True),
+    }
+
+
+async def test_manage_contact_emails_refuses_duplicates_and_unknown_addresses(tools: Tools) -> None:
+    """Another contact's address is a duplicate; removing an address the contact lacks is not found."""
+    jane = str(tools.entity(JANE))
+    taken = await tools.call(
+        MEMBER, "manage_contact_emails", {"contact_id": jane, "add": [{"email": "janet.cooper62@yahoo.com"}]}
+    )
+    assert error(taken)["code"] == "duplicate_email"
+    assert "Janet Cooper" in error(taken)["message"]
+    unknown = await tools.call(
+        MEMBER, "manage_contact_emails", {"contact_id": jane, "remove": ["jane@nowhere.example"]}
+    )
+    assert error(unknown)["code"] == "not_found"
+    assert "jane.cooper@gmail.com" in error(unknown)["message"]
+    globex = await tools.call(
+        MEMBER,
+        "manage_contact_emails",
+        {"contact_id": jane, "add": [{"email": "jane.cooper@initech.example"}]},
+    )
+    assert globex.status == "needs_confirmation"
+
+
+# -- manage_contact_phones ----------------------------------------------------------------------
+
+
+async def test_manage_contact_phones_previews_the_resulting_set_then_applies_it(tools: Tools) -> None:
+    """Phones: numbers in any format; the preview shows additions, removals, the primary and the result."""
+    jane = tools.entity(JANE)
+    arguments = {
+        "contact_id": str(jane),
+        "add": [{"number": "+1 (929) 555-0277", "label": "work"}],
+        "remove": ["212.555.0147"],
+    }
+    preview = await previewed(tools, "manage_contact_phones", arguments)
+    assert preview == {
+        "action": "Change a contact's phone numbers",
+        "contact": {"id": str(jane), "name": "Jane Cooper"},
+        "add": [{"number": "+1 (929) 555-0277", "e164": "+19295550277", "label": "work"}],
+        "remove": [{"number": "(212) 555-0147", "e164": "+12125550147"}],
+        "result": [{"number": "+1 (929) 555-0277", "e164": "+19295550277", "label": "work", "primary": True}],
+        "primary": {"from": "+12125550147", "to": "+19295550277"},
+    }
+    assert await phones(tools, jane) == {("(212) 555-0147", "+12125550147", "mobile", True)}
+
+    changed = await approved(tools, "manage_contact_phones", arguments, preview)
+    assert changed["phones"] == preview["result"]
+    assert await phones(tools, jane) == {("+1 (929) 555-0277", "+19295550277", "work", True)}
+    assert (await search(tools, "929-555-0277"))["contacts"][0]["id"] == str(jane)
+
+
+async def test_manage_contact_phones_warns_of_shared_numbers_and_refuses_bad_ones(tools: Tools) -> None:
+    """A number another contact has is added with a warning; a non-number or unknown removal is refused."""
+    jane = str(tools.entity(JANE))
+    shared = await previewed(
+        tools,
+        "manage_contact_phones",
+        {"contact_id": jane, "add": [{"number": "646-555-0188", "label": "home"}]},
+    )
+    assert shared["warnings"] == ["+16465550188 is also the number of Janet Cooper."]
+    assert shared["result"][0]["primary"] is True  # her own number stays the primary one
+    bad = await tools.call(
+        MEMBER, "manage_contact_phones", {"contact_id": jane, "add": [{"number": "555-CALL"}]}
+    )
+    assert error(bad)["code"] == "invalid_phone"
+    unknown = await tools.call(
+        MEMBER, "manage_contact_phones", {"contact_id": jane, "remove": ["(718) 555-0000"]}
+    )
+    assert error(unknown)["code"] == "not_found"
+    assert "(212) 555-0147" in error(unknown)["message"]
