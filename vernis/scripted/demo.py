@@ -45,12 +45,12 @@ class QuickAction:
     intro: str
 
 
-def _after(words: str) -> Callable[[str], dict[str, Any]]:
-    """The text after a phrase, as a search query."""
+def _named() -> Callable[[str], dict[str, Any]]:
+    """A search query from "... for / named / called <words>", else no query (a plain list)."""
 
     def build(text: str) -> dict[str, Any]:
-        match = re.search(words + r"\s+(?:for\s+|named\s+|called\s+)?(.+)", text, re.I)
-        query = match.group(1).strip(" ?.!\"'") if match else ""
+        match = re.search(r"\b(?:for|named|called)\s+([^.?!,:;]+)", text, re.I)
+        query = match.group(1).strip(" \"'") if match else ""
         return {"query": query} if query else {}
 
     return build
@@ -64,7 +64,7 @@ QUICK_ACTIONS: tuple[QuickAction, ...] = (
     QuickAction(
         re.compile(r"search (?:my |the )?contacts|find (?:a )?contact", re.I),
         "search_contacts",
-        _after(r"(?:search (?:my |the )?contacts|find (?:a )?contact)"),
+        _named(),
         "Searching your contacts.",
     ),
     QuickAction(
@@ -74,7 +74,7 @@ QUICK_ACTIONS: tuple[QuickAction, ...] = (
         "Here are the latest calls.",
     ),
     QuickAction(
-        re.compile(r"unanswered|follow up", re.I),
+        re.compile(r"unanswered|follow[- ]?up|waiting for a reply", re.I),
         "get_unanswered_contacts",
         _fixed({"limit": 10}),
         "These contacts are waiting for an answer.",
@@ -95,12 +95,18 @@ QUICK_ACTIONS: tuple[QuickAction, ...] = (
     QuickAction(
         re.compile(r"create (?:a )?(?:new )?contact", re.I),
         "create_contact",
-        _fixed({"first_name": "Alex", "last_name": "Morgan", "email": "alex.morgan@example.com"}),
+        _fixed(
+            {
+                "first_name": "Alex",
+                "last_name": "Morgan",
+                "emails": [{"email": "alex.morgan@example.com", "label": "work"}],
+            }
+        ),
         "I prepared a new contact (Alex Morgan) as an example.",
     ),
     QuickAction(re.compile(r"engagement", re.I), "get_engagement_stats", _fixed({}), "Engagement, recently."),
     QuickAction(
-        re.compile(r"my plans|view (?:my )?plans|plan stats", re.I),
+        re.compile(r"\b(?:my|active)\s+(?:active\s+)?plans\b|plan stats", re.I),
         "get_plan_stats",
         _fixed({}),
         "How your plans are doing.",
