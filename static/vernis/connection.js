@@ -1,0 +1,203 @@
+// The socket to Vernis, kept open: reconnects by itself with exponential backoff and jitter,
+// notices a dead link (no pong) and the browser going offline, and reports its state.
+//
+// States: "connecting" (first attempt), "connected", "reconnecting" (lost, trying again), "offline"
+// (the browser is offline, or several attempts in a row failed; it keeps trying in the background),
+// "signed-out" (the server ended the session: 4401; only a new sign-in helps).
+
+export const CLOSE_AUTH_EXPIRED = 4401;
+const PROTOCOL = "vernis.v1";
+const BACKOFF_BASE_MS = 500;
+const BACKOFF_MAX_MS = 15000;
+const OFFLINE_AFTER_FAILURES = 4;
+const IDLE_PING_MS = 25000;
+const PONG_TIMEOUT_MS = 10000;
+
+export class Connection extends EventTarget {
+  /**
+   * `url()`: the socket URL to use for the next attempt (it carries the resume position).
+   * `protocols()`: the subprotocols to offer (may add `vernis.token.<jwt>`), sync or async.
+   */
+  constructor({ url, protocols = () => [PROTOCOL] }) {
+    super();
+    this.url = url;
+    this.protocols = protocols;
+    this.state = "connecting";
+    this.socket = null;
+    this.failures = 0;
+    this.retryTimer = null;
+    this.pingTimer = null;
+    this.pongTimer = null;
+    this.nextRetryAt = null;
+    this.stopped = false;
+    this.opening = false;
+    this.onOnline = () => this.reconnectNow();
+    this.onOffline = () => this.drop("offline");
+    window.addEventListener("online", this.onOnline);
+    window.addEventListener("offline", this.onOffline);
+  }
+
+  start() {
+    this.stopped = false;
+    this.open();
+  }
+
+  /** Close for good (the element left the page). */
+  stop() {
+    this.stopped = true;
+    clearTimeout(this.retryTimer);
+    this.clearKeepalive();
+    window.removeEventListener("online", this.onOnline);
+    window.removeEventListener("offline", this.onOffline);
+    if (this.socket) {
+      this.socket.close(1000);
+      this.socket = null;
+    }
+  }
+
+  get connected() {
+    return this.state === "connected";
+  }
+
+  /** Send one command; false when the socket is not open (the caller keeps the input). */
+  send(command) {
+    if (!this.socket || this.socket.readyState !== WebSocket.OPEN) {
+      return false;
+    }
+    this.socket.send(JSON.stringify(command));
+    this.armKeepalive();
+    return true;
+  }
+
+  /** Retry at once (the "retry now" button, the browser coming back online). */
+  reconnectNow() {
+    if (this.stopped || this.state === "signed-out") {
+      return;
+    }
+    if (this.socket && this.socket.readyState <= WebSocket.OPEN) {
+      return;
+    }
+    clearTimeout(this.retryTimer);
+    this.open();
+  }
+
+  /** Cut the current socket as if the network dropped it; reconnects with the usual backoff. */
+  drop(state = "reconnecting") {
+    if (this.socket) {
+      const socket = this.socket;
+      this.socket = null;
+      this.detach(socket);
+      socket.close(4000, "client reconnecting");
+    }
+    this.clearKeepalive();
+    this.setState(navigator.onLine === false ? "offline" : state);
+    this.scheduleRetry();
+  }
+
+  async open() {
+    if (this.stopped || this.opening || (this.socket && this.socket.readyState <= WebSocket.OPEN)) {
+      return;
+    }
+    this.opening = true;
+    let socket;
+    try {
+      const protocols = await this.protocols();
+      socket = new WebSocket(this.url(), protocols);
+    } catch (error) {
+      console.warn("Vernis: cannot open the socket", error);
+      this.failed();
+      return;
+    } finally {
+      this.opening = false;
+    }
+    this.socket = socket;
+    socket.onopen = () => {
+      this.failures = 0;
+      this.nextRetryAt = null;
+      this.setState("connected");
+      this.armKeepalive();
+    };
+    socket.onmessage = (message) => {
+      // Anything arriving proves the link is alive.
+      clearTimeout(this.pongTimer);
+      this.armKeepalive();
+      let event;
+      try {
+        event = JSON.parse(message.data);
+      } catch {
+        return;
+      }
+      if (event.type === "pong") {
+        return;
+      }
+      this.dispatchEvent(new CustomEvent("event", { detail: event }));
+    };
+    socket.onclose = (close) => {
+      if (this.socket !== socket) {
+        return;
+      }
+      this.socket = null;
+      this.clearKeepalive();
+      if (close.code === CLOSE_AUTH_EXPIRED) {
+        this.setState("signed-out");
+        return;
+      }
+      this.failed();
+    };
+  }
+
+  detach(socket) {
+    socket.onopen = socket.onmessage = socket.onclose = null;
+  }
+
+  failed() {
+    if (this.stopped) {
+      return;
+    }
+    this.failures += 1;
+    const offline = navigator.onLine === false || this.failures >= OFFLINE_AFTER_FAILURES;
+    this.setState(offline ? "offline" : "reconnecting");
+    this.scheduleRetry();
+  }
+
+  scheduleRetry() {
+    clearTimeout(this.retryTimer);
+    if (this.stopped) {
+      return;
+    }
+    const exponent = Math.min(this.failures, 10);
+    const ceiling = Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** exponent);
+    // Full jitter, with a floor, so that many tabs after a server restart do not come back at once.
+    const delay = Math.round(ceiling / 2 + (Math.random() * ceiling) / 2);
+    this.nextRetryAt = Date.now() + delay;
+    this.retryTimer = setTimeout(() => this.open(), delay);
+    this.dispatchEvent(new CustomEvent("state", { detail: this.snapshot() }));
+  }
+
+  armKeepalive() {
+    clearTimeout(this.pingTimer);
+    this.pingTimer = setTimeout(() => {
+      if (this.send({ type: "ping" })) {
+        clearTimeout(this.pongTimer);
+        this.pongTimer = setTimeout(() => this.drop(), PONG_TIMEOUT_MS);
+      }
+    }, IDLE_PING_MS);
+  }
+
+  clearKeepalive() {
+    clearTimeout(this.pingTimer);
+    clearTimeout(this.pongTimer);
+  }
+
+  setState(state) {
+    if (state === "connected") {
+      this.nextRetryAt = null;
+    }
+    this.state = state;
+    this.dispatchEvent(new CustomEvent("state", { detail: this.snapshot() }));
+  }
+
+  snapshot() {
+    return { state: this.state, nextRetryAt: this.nextRetryAt, failures: this.failures };
+  }
+}

@@ -1,0 +1,472 @@
+// The message list: user messages, assistant answers (markdown, streamed), tool call cards with
+// their approve / reject buttons, notices. Plain DOM; all text from the server goes in as text,
+// except the answer's markdown, which goes through the sanitizing renderer.
+
+import { filledIcon, h, humanize } from "./dom.js";
+
+const STATUS_LABELS = {
+  running: "Running…",
+  ok: "Done",
+  error: "Failed",
+  needs_confirmation: "Needs your approval",
+  rejected: "Rejected",
+};
+
+export class MessageList {
+  /**
+   * `log`: the scrolling element. `render(target, markdown)`: the sanitizing renderer.
+   * `actions`: {confirm(confirmationId, approved), feedback(messageId, rating)}.
+   */
+  constructor(log, render, actions) {
+    this.log = log;
+    this.render = render;
+    this.actions = actions;
+    this.answers = new Map();
+    this.cards = new Map();
+    this.empty = null;
+    this.pendingRenders = new Set();
+    this.frame = null;
+  }
+
+  setRenderer(render) {
+    this.render = render;
+    for (const answer of this.answers.values()) {
+      for (const part of answer.parts) {
+        if (part.kind === "text") {
+          this.render(part.element, part.text);
+        }
+      }
+    }
+  }
+
+  clear() {
+    this.log.replaceChildren();
+    this.answers.clear();
+    this.cards.clear();
+    this.empty = null;
+  }
+
+  get isEmpty() {
+    return this.log.querySelector(".msg") === null;
+  }
+
+  /** The empty conversation's welcome and quick actions (`emptyState` is built by the caller). */
+  showEmpty(emptyState) {
+    this.hideEmpty();
+    this.empty = emptyState;
+    this.log.append(emptyState);
+  }
+
+  hideEmpty() {
+    if (this.empty) {
+      this.empty.remove();
+      this.empty = null;
+    }
+  }
+
+  // --- user messages ---------------------------------------------------------------------------
+
+  addUser(content, { pending = false } = {}) {
+    this.hideEmpty();
+    const bubble = h("div", { class: "bubble" }, content);
+    const element = h("div", { class: "msg user", "data-pending": pending ? "" : null }, [
+      h("span", { class: "sr-only" }, "You said:"),
+      bubble,
+    ]);
+    this.append(element, true);
+    return element;
+  }
+
+  /** The last message sent was refused (not stored): mark it. */
+  markLastUserRefused(reason) {
+    const messages = this.log.querySelectorAll(".msg.user");
+    const last = messages[messages.length - 1];
+    if (!last) {
+      return;
+    }
+    last.removeAttribute("data-pending");
+    last.setAttribute("data-refused", "");
+    last.append(h("div", { class: "msg-note" }, reason));
+  }
+
+  acceptPendingUser() {
+    for (const element of this.log.querySelectorAll(".msg.user[data-pending]")) {
+      element.removeAttribute("data-pending");
+    }
+  }
+
+  // --- history ---------------------------------------------------------------------------------
+
+  historyMessage(message) {
+    if (message.role === "user") {
+      this.addUser(message.content);
+      return;
+    }
+    const answer = this.startAnswer(message.message_id);
+    for (const call of message.tool_calls || []) {
+      const card = this.card(answer, call.call_id, call.tool_name, call.arguments);
+      this.complete(card, call.status, call.result);
+      const data = call.result && call.result.data;
+      if (call.status === "needs_confirmation" && data && data.confirmation_id) {
+        this.askConfirmation(card, data.confirmation_id, data.preview);
+      }
+    }
+    if (message.content) {
+      this.appendText(answer, message.content);
+    }
+    this.finish(answer, { stopped: message.status === "stopped", failed: message.status === "failed" });
+  }
+
+  // --- answers ---------------------------------------------------------------------------------
+
+  startAnswer(messageId, { streaming = false } = {}) {
+    this.hideEmpty();
+    let answer = this.answers.get(messageId);
+    if (answer) {
+      // Joined again while it streams: its text so far arrives anew in one piece.
+      for (const part of answer.parts) {
+        if (part.kind === "text") {
+          part.element.remove();
+        }
+      }
+      answer.parts = answer.parts.filter((part) => part.kind !== "text");
+    } else {
+      const body = h("div", { class: "answer-body" });
+      const footer = h("div", { class: "answer-footer" });
+      const element = h(
+        "article",
+        { class: "msg assistant", "data-message-id": messageId, "aria-label": "Assistant" },
+        [body, footer],
+      );
+      answer = { id: messageId, element, body, footer, parts: [] };
+      this.answers.set(messageId, answer);
+      this.append(element, true);
+    }
+    if (streaming) {
+      answer.element.setAttribute("aria-busy", "true");
+      answer.element.setAttribute("data-streaming", "");
+      answer.footer.replaceChildren(
+        h("span", { class: "typing", role: "status" }, [
+          h("span", { class: "dot" }),
+          h("span", { class: "dot" }),
+          h("span", { class: "dot" }),
+          h("span", { class: "sr-only" }, "The assistant is writing"),
+        ]),
+      );
+    }
+    return answer;
+  }
+
+  answer(messageId) {
+    return this.answers.get(messageId) || this.startAnswer(messageId, { streaming: true });
+  }
+
+  appendText(answer, text) {
+    let part = answer.parts[answer.parts.length - 1];
+    if (!part || part.kind !== "text") {
+      part = { kind: "text", text: "", element: h("div", { class: "markdown" }) };
+      answer.parts.push(part);
+      answer.body.append(part.element);
+    }
+    part.text += text;
+    this.scheduleRender(part);
+  }
+
+  scheduleRender(part) {
+    // One markdown pass per frame, however many deltas arrived in it.
+    const follow = this.nearBottom();
+    this.pendingRenders.add(part);
+    if (this.frame === null) {
+      this.frame = requestAnimationFrame(() => {
+        this.frame = null;
+        const follow = this.nearBottom();
+        for (const pending of this.pendingRenders) {
+          this.render(pending.element, pending.text);
+        }
+        this.pendingRenders.clear();
+        if (follow) {
+          this.scrollToBottom();
+        }
+      });
+    }
+    return follow;
+  }
+
+  /** Render whatever is pending now (before an answer is marked done). */
+  flushRenders() {
+    if (this.frame !== null) {
+      cancelAnimationFrame(this.frame);
+      this.frame = null;
+    }
+    for (const pending of this.pendingRenders) {
+      this.render(pending.element, pending.text);
+    }
+    this.pendingRenders.clear();
+  }
+
+  finish(answer, { stopped = false, failed = false } = {}) {
+    this.flushRenders();
+    for (const card of this.cards.values()) {
+      if (card.confirm && card.confirm.held && answer.element.contains(card.element)) {
+        card.confirm.held = false;
+        card.confirm.approve.disabled = card.confirm.reject.disabled = false;
+      }
+    }
+    answer.element.removeAttribute("aria-busy");
+    answer.element.removeAttribute("data-streaming");
+    const footer = [];
+    if (stopped) {
+      footer.push(h("span", { class: "answer-state" }, "Stopped"));
+    } else if (failed) {
+      footer.push(h("span", { class: "answer-state failed" }, "This answer did not finish."));
+    }
+    footer.push(this.feedbackButtons(answer.id));
+    answer.footer.replaceChildren(...footer);
+    if (!answer.parts.length) {
+      answer.body.append(h("p", { class: "answer-empty" }, stopped ? "Stopped before answering." : "No answer."));
+    }
+  }
+
+  answerError(messageId, message) {
+    const answer = this.answer(messageId);
+    answer.body.append(h("p", { class: "answer-error", role: "alert" }, message));
+  }
+
+  feedbackButtons(messageId) {
+    const group = h("span", { class: "feedback", role: "group", "aria-label": "Rate this answer" });
+    for (const [rating, label, icon] of [
+      ["up", "Helpful", "M7 10v10H4V10h3Zm2 10h8.3a2 2 0 0 0 2-1.6l1.2-6A2 2 0 0 0 18.5 10H14l.7-3.6A1.7 1.7 0 0 0 13 4.3L9 10v10Z"],
+      ["down", "Not helpful", "M17 14V4h3v10h-3Zm-2-10H6.7a2 2 0 0 0-2 1.6l-1.2 6A2 2 0 0 0 5.5 14H10l-.7 3.6a1.7 1.7 0 0 0 1.7 2.1L15 14V4Z"],
+    ]) {
+      const button = h("button", { type: "button", class: "icon-button small", "aria-label": label, "aria-pressed": "false", title: label }, [
+        filledIcon(icon),
+      ]);
+      button.addEventListener("click", () => {
+        for (const other of group.querySelectorAll("button")) {
+          other.setAttribute("aria-pressed", String(other === button));
+        }
+        this.actions.feedback(messageId, rating);
+      });
+      group.append(button);
+    }
+    return group;
+  }
+
+  // --- tool calls ------------------------------------------------------------------------------
+
+  card(answer, callId, toolName, args) {
+    let card = this.cards.get(callId);
+    if (card) {
+      return card;
+    }
+    const status = h("span", { class: "tool-status" }, STATUS_LABELS.running);
+    const resultSection = h("div", { class: "tool-section", hidden: "" }, [
+      h("h4", {}, "Result"),
+      h("pre", { class: "tool-json" }),
+    ]);
+    const details = h("details", { class: "tool" }, [
+      h("summary", {}, [
+        h("span", { class: "tool-icon", "aria-hidden": "true" }),
+        h("span", { class: "tool-name" }, humanize(toolName)),
+        status,
+      ]),
+      h("div", { class: "tool-body" }, [
+        h("div", { class: "tool-section" }, [
+          h("h4", {}, "Tool"),
+          h("code", { class: "tool-id" }, toolName),
+        ]),
+        h("div", { class: "tool-section" }, [
+          h("h4", {}, "Arguments"),
+          h("pre", { class: "tool-json" }, formatJson(args)),
+        ]),
+        resultSection,
+      ]),
+    ]);
+    const element = h("div", { class: "tool-card", "data-call-id": callId, "data-status": "running" }, [details]);
+    card = { callId, toolName, element, details, status, resultSection, confirm: null };
+    this.cards.set(callId, card);
+    answer.parts.push({ kind: "tool", element });
+    answer.body.append(element);
+    this.followIfNear();
+    return card;
+  }
+
+  toolStarted(messageId, event) {
+    this.card(this.answer(messageId), event.call_id, event.tool_name, event.arguments);
+  }
+
+  toolCompleted(messageId, event) {
+    let card = this.cards.get(event.call_id);
+    if (!card) {
+      if (!messageId) {
+        return;
+      }
+      card = this.card(this.answer(messageId), event.call_id, event.tool_name, undefined);
+    }
+    this.complete(card, event.status, event.result);
+    const data = event.result && event.result.data;
+    if (event.status === "needs_confirmation" && data && data.confirmation_id) {
+      this.askConfirmation(card, data.confirmation_id, data.preview);
+    }
+  }
+
+  confirmationRequired(messageId, event) {
+    let card = this.cards.get(event.call_id);
+    if (!card) {
+      if (!messageId) {
+        return;
+      }
+      card = this.card(this.answer(messageId), event.call_id, event.tool_name, undefined);
+    }
+    this.complete(card, "needs_confirmation", undefined);
+    this.askConfirmation(card, event.confirmation_id, event.preview);
+  }
+
+  complete(card, status, result) {
+    card.element.setAttribute("data-status", status);
+    let label = STATUS_LABELS[status] || status;
+    if (status === "ok" && card.confirm) {
+      label = "Approved · done";
+    }
+    card.status.textContent = label;
+    if (result !== undefined) {
+      card.resultSection.hidden = false;
+      card.resultSection.querySelector("pre").textContent = formatJson(result);
+    }
+    if (status !== "needs_confirmation" && card.confirm) {
+      const outcome =
+        status === "ok" ? "Approved. The change was made." : status === "rejected" ? "Rejected. Nothing was changed." : "The change could not be made.";
+      card.confirm.actions.replaceChildren(h("p", { class: "confirm-outcome", role: "status" }, outcome));
+      card.confirm.element.setAttribute("data-resolved", status);
+    }
+    this.followIfNear();
+  }
+
+  askConfirmation(card, confirmationId, preview) {
+    if (card.confirm && card.confirm.id === confirmationId) {
+      return;
+    }
+    if (card.confirm) {
+      card.confirm.element.remove();
+    }
+    const approve = h("button", { type: "button", class: "button primary approve" }, "Approve");
+    const reject = h("button", { type: "button", class: "button reject" }, "Reject");
+    const actions = h("div", { class: "confirm-actions" }, [approve, reject]);
+    const heading = (preview && typeof preview === "object" && preview.action) || `${humanize(card.toolName)}?`;
+    const element = h(
+      "div",
+      { class: "confirm", role: "group", "aria-label": `Approve or reject: ${heading}` },
+      [h("p", { class: "confirm-title" }, heading), renderPreview(preview), actions],
+    );
+    const confirm = { id: confirmationId, element, actions, approve, reject };
+    if (card.element.closest(".msg.assistant[data-streaming]")) {
+      // The server takes the answer once the message that asks is complete.
+      approve.disabled = reject.disabled = true;
+      confirm.held = true;
+    }
+    const answerWith = (approved) => {
+      approve.disabled = reject.disabled = true;
+      (approved ? approve : reject).setAttribute("aria-busy", "true");
+      confirm.waiting = true;
+      if (!this.actions.confirm(confirmationId, approved)) {
+        this.confirmFailed(confirm);
+      }
+    };
+    approve.addEventListener("click", () => answerWith(true));
+    reject.addEventListener("click", () => answerWith(false));
+    card.confirm = confirm;
+    card.element.append(element);
+    this.followIfNear();
+  }
+
+  /** A command failed: a confirmation waiting for its answer gets its buttons back. */
+  commandFailed() {
+    for (const card of this.cards.values()) {
+      if (card.confirm && card.confirm.waiting) {
+        this.confirmFailed(card.confirm);
+      }
+    }
+  }
+
+  confirmFailed(confirm) {
+    confirm.waiting = false;
+    confirm.approve.disabled = confirm.reject.disabled = false;
+    confirm.approve.removeAttribute("aria-busy");
+    confirm.reject.removeAttribute("aria-busy");
+  }
+
+  // --- notices and scrolling -------------------------------------------------------------------
+
+  notice(text, { kind = "info" } = {}) {
+    const element = h("div", { class: `notice-line ${kind}`, role: kind === "error" ? "alert" : "status" }, text);
+    this.append(element, true);
+    return element;
+  }
+
+  append(element, scroll) {
+    const follow = this.nearBottom();
+    this.log.append(element);
+    if (scroll || follow) {
+      this.scrollToBottom();
+    }
+  }
+
+  followIfNear() {
+    if (this.nearBottom()) {
+      this.scrollToBottom();
+    }
+  }
+
+  nearBottom() {
+    const log = this.log;
+    return log.scrollHeight - log.scrollTop - log.clientHeight < 96;
+  }
+
+  scrollToBottom() {
+    this.log.scrollTop = this.log.scrollHeight;
+  }
+}
+
+function formatJson(value) {
+  if (value === undefined) {
+    return "";
+  }
+  try {
+    return JSON.stringify(value, null, 2);
+  } catch {
+    return String(value);
+  }
+}
+
+function text(value) {
+  if (value === null || value === undefined) {
+    return "—";
+  }
+  if (typeof value === "object") {
+    return value.name || value.title || JSON.stringify(value);
+  }
+  return String(value);
+}
+
+/** A write's preview: `{action, changes: {field: {from, to}}, <what>: {...}}`, or any JSON. */
+function renderPreview(preview) {
+  if (!preview || typeof preview !== "object" || Array.isArray(preview)) {
+    return h("pre", { class: "tool-json" }, formatJson(preview));
+  }
+  const rows = [];
+  for (const [key, value] of Object.entries(preview)) {
+    if (key === "action" || key === "changes") {
+      continue;
+    }
+    rows.push(h("dt", {}, humanize(key)), h("dd", {}, text(value)));
+  }
+  const changes = preview.changes && typeof preview.changes === "object" ? preview.changes : {};
+  for (const [field, change] of Object.entries(changes)) {
+    const value =
+      change && typeof change === "object" && ("from" in change || "to" in change)
+        ? [h("span", { class: "from" }, text(change.from)), h("span", { class: "arrow", "aria-label": "becomes" }, " → "), h("span", { class: "to" }, text(change.to))]
+        : text(change);
+    rows.push(h("dt", {}, humanize(field)), h("dd", {}, value));
+  }
+  return h("dl", { class: "confirm-details" }, rows);
+}

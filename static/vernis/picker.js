@@ -1,0 +1,294 @@
+// The session picker: recent conversations (more load as the list scrolls), switch, new chat,
+// rename, delete. Keyboard: ↑/↓ (Home/End) move between conversations, Enter opens, F2 renames,
+// Delete asks to delete, Escape leaves a rename or the picker.
+
+import { h, icon, relativeTime } from "./dom.js";
+
+export class Picker {
+  /** `actions`: {open(id), create(), rename(id, title), remove(id), more(before), close()}. */
+  constructor(actions) {
+    this.actions = actions;
+    this.conversations = [];
+    this.nextBefore = null;
+    this.loading = false;
+    this.currentId = null;
+
+    this.list = h("ul", { class: "picker-list", "aria-label": "Recent conversations" });
+    this.status = h("div", { class: "picker-status", role: "status" });
+    this.more = h("button", { type: "button", class: "button subtle picker-more", hidden: "" }, "Load more");
+    this.more.addEventListener("click", () => this.loadMore());
+    this.newButton = h("button", { type: "button", class: "button primary picker-new" }, [icon("plus"), "New chat"]);
+    this.newButton.addEventListener("click", () => this.actions.create());
+    this.scroller = h("div", { class: "picker-scroll" }, [this.list, this.status, this.more]);
+    this.element = h("section", { class: "picker", id: "vernis-picker", "aria-labelledby": "vernis-picker-title", hidden: "" }, [
+      h("div", { class: "picker-head" }, [
+        h("h3", { id: "vernis-picker-title", class: "picker-title" }, "Conversations"),
+        this.newButton,
+      ]),
+      this.scroller,
+    ]);
+    this.element.addEventListener("keydown", (event) => this.keydown(event));
+    this.observer = new IntersectionObserver(
+      (entries) => {
+        if (entries.some((entry) => entry.isIntersecting)) {
+          this.loadMore();
+        }
+      },
+      { root: this.scroller, rootMargin: "80px" },
+    );
+    this.observer.observe(this.more);
+  }
+
+  get isOpen() {
+    return !this.element.hidden;
+  }
+
+  open() {
+    this.element.hidden = false;
+    this.loading = true;
+    this.render();
+  }
+
+  close() {
+    this.element.hidden = true;
+  }
+
+  /** Focus the shown conversation's row, or the first one, or "New chat". */
+  focus() {
+    const rows = this.openButtons();
+    const current = rows.find((button) => button.closest(".conv").dataset.id === this.currentId);
+    (current || rows[0] || this.newButton).focus();
+  }
+
+  setCurrent(conversationId) {
+    this.currentId = conversationId;
+    for (const row of this.list.children) {
+      if (row.dataset.id === conversationId) {
+        row.setAttribute("aria-current", "true");
+      } else {
+        row.removeAttribute("aria-current");
+      }
+    }
+  }
+
+  setConversations(conversations, nextBefore, mode) {
+    if (mode === "append") {
+      const known = new Set(this.conversations.map((c) => c.conversation_id));
+      this.conversations.push(...conversations.filter((c) => !known.has(c.conversation_id)));
+    } else {
+      this.conversations = conversations.slice();
+    }
+    this.nextBefore = nextBefore;
+    this.loading = false;
+    const focused = this.element.getRootNode().activeElement;
+    const focusedId = focused && focused.closest && focused.closest(".conv") ? focused.closest(".conv").dataset.id : null;
+    this.render();
+    if (focusedId) {
+      const row = this.row(focusedId);
+      (row ? row.querySelector(".conv-open") : this.openButtons()[0] || this.newButton).focus();
+    }
+  }
+
+  updateTitle(conversationId, title) {
+    const conversation = this.conversations.find((c) => c.conversation_id === conversationId);
+    if (conversation) {
+      conversation.title = title;
+      const row = this.row(conversationId);
+      const label = row && row.querySelector(".conv-title");
+      if (label) {
+        label.textContent = title;
+      }
+    }
+  }
+
+  loadMore() {
+    if (this.loading || !this.nextBefore || !this.isOpen) {
+      return;
+    }
+    this.loading = true;
+    this.status.textContent = "Loading more…";
+    if (!this.actions.more(this.nextBefore)) {
+      this.loading = false;
+      this.status.textContent = "";
+    }
+  }
+
+  render() {
+    this.list.replaceChildren(...this.conversations.map((c) => this.renderRow(c)));
+    this.more.hidden = !this.nextBefore;
+    if (this.loading && !this.conversations.length) {
+      this.status.textContent = "Loading conversations…";
+    } else if (!this.conversations.length) {
+      this.status.textContent = "No conversations yet. Start one with “New chat”.";
+    } else {
+      this.status.textContent = "";
+    }
+  }
+
+  renderRow(conversation) {
+    const id = conversation.conversation_id;
+    const title = conversation.title || "Untitled conversation";
+    const count = conversation.message_count;
+    const meta = `${relativeTime(conversation.updated_at)} · ${count} message${count === 1 ? "" : "s"}`;
+    const open = h("button", { type: "button", class: "conv-open" }, [
+      h("span", { class: "conv-title" }, title),
+      h("span", { class: "conv-meta" }, meta),
+    ]);
+    open.addEventListener("click", () => this.actions.open(id));
+    const rename = h("button", { type: "button", class: "icon-button small conv-rename", "aria-label": `Rename “${title}”`, title: "Rename" }, [icon("pencil")]);
+    rename.addEventListener("click", () => this.startRename(id));
+    const remove = h("button", { type: "button", class: "icon-button small conv-delete", "aria-label": `Delete “${title}”`, title: "Delete" }, [icon("trash")]);
+    remove.addEventListener("click", () => this.askDelete(id));
+    return h("li", { class: "conv", "data-id": id, "aria-current": id === this.currentId ? "true" : null }, [
+      open,
+      h("div", { class: "conv-actions" }, [rename, remove]),
+    ]);
+  }
+
+  row(conversationId) {
+    return Array.from(this.list.children).find((row) => row.dataset.id === conversationId) || null;
+  }
+
+  openButtons() {
+    return Array.from(this.list.querySelectorAll(".conv-open"));
+  }
+
+  startRename(conversationId) {
+    const row = this.row(conversationId);
+    const conversation = this.conversations.find((c) => c.conversation_id === conversationId);
+    if (!row || !conversation) {
+      return;
+    }
+    const input = h("input", {
+      type: "text",
+      class: "conv-input",
+      value: conversation.title || "",
+      maxlength: "255",
+      "aria-label": "New title",
+      required: "",
+    });
+    const save = h("button", { type: "submit", class: "button primary small" }, "Save");
+    const cancel = h("button", { type: "button", class: "button small" }, "Cancel");
+    const form = h("form", { class: "conv-form", "aria-label": "Rename conversation" }, [input, h("div", { class: "conv-form-actions" }, [save, cancel])]);
+    const restore = () => {
+      const fresh = this.renderRow(conversation);
+      row.replaceWith(fresh);
+      fresh.querySelector(".conv-open").focus();
+    };
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const title = input.value.trim();
+      if (!title) {
+        input.focus();
+        return;
+      }
+      if (title !== conversation.title && this.actions.rename(conversationId, title)) {
+        conversation.title = title;
+      }
+      restore();
+    });
+    cancel.addEventListener("click", restore);
+    input.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") {
+        event.preventDefault();
+        event.stopPropagation();
+        restore();
+      }
+    });
+    row.replaceChildren(form);
+    row.setAttribute("data-editing", "");
+    input.focus();
+    input.select();
+  }
+
+  askDelete(conversationId) {
+    const row = this.row(conversationId);
+    const conversation = this.conversations.find((c) => c.conversation_id === conversationId);
+    if (!row || !conversation) {
+      return;
+    }
+    const title = conversation.title || "Untitled conversation";
+    const confirm = h("button", { type: "button", class: "button danger small conv-confirm-delete" }, "Delete");
+    const cancel = h("button", { type: "button", class: "button small" }, "Cancel");
+    const restore = () => {
+      const fresh = this.renderRow(conversation);
+      row.replaceWith(fresh);
+      fresh.querySelector(".conv-open").focus();
+    };
+    confirm.addEventListener("click", () => {
+      if (this.actions.remove(conversationId)) {
+        row.setAttribute("data-deleting", "");
+        confirm.disabled = cancel.disabled = true;
+        // Keep the keyboard in the list while the row goes away.
+        const neighbour = row.nextElementSibling || row.previousElementSibling;
+        (neighbour ? neighbour.querySelector(".conv-open") || this.newButton : this.newButton).focus();
+      }
+    });
+    cancel.addEventListener("click", restore);
+    row.replaceChildren(
+      h("div", { class: "conv-confirm", role: "group", "aria-label": "Confirm delete" }, [
+        h("p", {}, ["Delete ", h("strong", {}, `“${title}”`), "? This cannot be undone."]),
+        h("div", { class: "conv-form-actions" }, [confirm, cancel]),
+      ]),
+    );
+    row.setAttribute("data-editing", "");
+    row.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") {
+        event.preventDefault();
+        event.stopPropagation();
+        restore();
+      }
+    });
+    cancel.focus();
+  }
+
+  keydown(event) {
+    const target = event.target;
+    if (target.matches("input, textarea")) {
+      return;
+    }
+    const rows = this.openButtons();
+    const index = rows.indexOf(target);
+    let next = null;
+    switch (event.key) {
+      case "ArrowDown":
+        next = index < 0 ? rows[0] : rows[Math.min(index + 1, rows.length - 1)];
+        break;
+      case "ArrowUp":
+        next = index <= 0 ? this.newButton : rows[index - 1];
+        break;
+      case "Home":
+        next = rows[0];
+        break;
+      case "End":
+        next = rows[rows.length - 1];
+        break;
+      case "F2":
+        if (index >= 0) {
+          event.preventDefault();
+          this.startRename(target.closest(".conv").dataset.id);
+        }
+        return;
+      case "Delete":
+        if (index >= 0) {
+          event.preventDefault();
+          this.askDelete(target.closest(".conv").dataset.id);
+        }
+        return;
+      case "Escape":
+        event.preventDefault();
+        event.stopPropagation();
+        this.actions.close();
+        return;
+      default:
+        return;
+    }
+    if (next) {
+      event.preventDefault();
+      next.focus();
+      if (next === rows[rows.length - 1]) {
+        this.loadMore();
+      }
+    }
+  }
+}
