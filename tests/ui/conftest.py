@@ -1,0 +1,342 @@
+"""The web UI in a real browser: Debian's Chromium, driven by Playwright, against a real Vernis.
+
+Each test gets a Vernis on a free loopback port started as `vernis serve --scripted-model` starts it
+(`create_app(scripted=True)`, the scripted model on its own port) and a fresh headless Chromium.
+Playwright's async API runs in the test's own event loop, beside the in-process uvicorn server.
+Playwright never downloads a browser here: it starts `/usr/bin/chromium` (scripts/test installs it).
+Screenshots go to `test-artifacts/`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import sqlalchemy as sa
+from playwright.async_api import (
+    Browser,
+    BrowserContext,
+    ConsoleMessage,
+    Locator,
+    Page,
+    async_playwright,
+    expect,
+)
+
+from tests.fixtures.scripted import ScriptedServer
+from tests.fixtures.server import Vernis, make_settings
+from tests.utils import run_server
+from vernis.app import create_app
+from vernis.auth import COOKIE_NAME
+from vernis.cli import uvicorn_options
+from vernis.db.engine import create_engine
+from vernis.db.migrate import upgrade
+from vernis.db.models import Member, Notification, table_of
+from vernis.db.seed import SeedResult, seed_demo
+from vernis.scripted import ScriptedModel
+
+CHROMIUM = Path("/usr/bin/chromium")
+# As the machine's notes prescribe: without the background-networking flags Chromium tries to reach
+# Google's hosts at every start, and this machine's closed network refuses them.
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+VENDOR = ROOT / "static" / "vendor"
+TIMEOUT_MS = 10_000
+
+UIFactory = Callable[..., AbstractAsyncContextManager[Vernis]]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # One event loop for every UI test: the browser (slow to start) is shared by all of them, and
+    # Playwright's objects belong to the loop they were made in. The servers still start per test.
+    here = Path(__file__).parent
+    session_loop = pytest.mark.asyncio(loop_scope="session")
+    for item in items:
+        if pytest_asyncio.is_async_test(item) and here in item.path.parents:
+            item.add_marker(session_loop, append=False)
+
+
+@pytest.fixture(scope="session")
+def seeded_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, SeedResult]:
+    """A SQLite file migrated and seeded once per session (seeding the CRM takes most of a second)."""
+    path = tmp_path_factory.mktemp("ui-template") / "vernis.db"
+    url = f"sqlite+aiosqlite:///{path}"
+
+    async def build() -> SeedResult:
+        await upgrade(url)
+        engine = create_engine(url)
+        try:
+            return await seed_demo(engine)
+        finally:
+            await engine.dispose()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        result = pool.submit(asyncio.run, build()).result()
+    return path, result
+
+
+@pytest.fixture
+def database_url(seeded_template: tuple[Path, SeedResult], tmp_path: Path) -> str:
+    """A copy of the seeded template for this test alone."""
+    path = tmp_path / "vernis.db"
+    shutil.copyfile(seeded_template[0], path)
+    return f"sqlite+aiosqlite:///{path}"
+
+
+@pytest.fixture
+def seeded(seeded_template: tuple[Path, SeedResult]) -> SeedResult:
+    """The demo data in `database_url` (demo ids are the same in every seeded database)."""
+    return seeded_template[1]
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def scripted_session() -> AsyncIterator[ScriptedServer]:
+    model = ScriptedModel()
+    async with run_server(model.app) as server:
+        yield ScriptedServer(model, f"http://127.0.0.1:{server.config.port}/v1")
+
+
+@pytest.fixture(name="scripted")
+def scripted_fixture(scripted_session: ScriptedServer) -> ScriptedServer:
+    """The scripted model on its own loopback port (one server for the session), with no rules and no
+    requests recorded yet."""
+    model = scripted_session.model
+    model.rules.clear()
+    model.requests.clear()
+    model.exchanges.clear()
+    return scripted_session
+
+
+@pytest.fixture
+def ui_factory(database_url: str, seeded: SeedResult, scripted: ScriptedServer) -> UIFactory:
+    """Start a Vernis for the UI with settings overridden: `async with ui_factory(rate_limit=...) as v:`.
+
+    Like `vernis serve --scripted-model`, the app knows its answers are scripted (`scripted_flag`).
+    """
+
+    @asynccontextmanager
+    async def start(*, scripted_flag: bool = True, **overrides: Any) -> AsyncIterator[Vernis]:
+        settings = make_settings(database_url, scripted, **overrides)
+        app = create_app(settings, scripted=scripted_flag)
+        async with run_server(app, **uvicorn_options(settings)) as server:
+            yield Vernis(server.config.port, settings, scripted.model, seeded)
+
+    return start
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def vernis(ui_factory: UIFactory) -> AsyncIterator[Vernis]:
+    """A Vernis serving the UI, with the scripted model."""
+    async with ui_factory() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Path:
+    """Debian's Chromium, and the vendored libraries the UI needs: both set up by the scripts."""
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (scripts/test does)", pytrace=False)
+    if not (VENDOR / "marked.js").exists() or not (VENDOR / "purify.js").exists():
+        pytest.fail("static/vendor/ is empty: run scripts/bootstrap (npm ci)", pytrace=False)
+    return CHROMIUM
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def browser(chromium: Path) -> AsyncIterator[Browser]:
+    """A headless Chromium, shared by the session's UI tests (each test gets its own context)."""
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(
+            executable_path=str(chromium), args=CHROMIUM_FLAGS, headless=True
+        )
+        try:
+            yield browser
+        finally:
+            await browser.close()
+
+
+class UI:
+    """One signed-in browser tab on a Vernis, with the assistant's parts as locators."""
+
+    def __init__(self, vernis: Vernis, context: BrowserContext, page: Page) -> None:
+        self.vernis = vernis
+        self.context = context
+        self.page = page
+        self.errors: list[str] = []
+        self.console_errors: list[str] = []
+        # Set by a test that provokes them (a failed image load, a socket refused while offline).
+        self.console_errors_expected = False
+        page.on("pageerror", lambda error: self.errors.append(str(error)))
+        page.on("console", lambda message: self._console(message))
+        page.set_default_timeout(TIMEOUT_MS)
+        # Playwright's CSS locators pierce the element's open shadow root.
+        self.panel = page.locator("vernis-assistant .panel")
+        self.launcher = page.locator("vernis-assistant .launcher")
+        self.title = self.panel.locator(".title")
+        self.connection = self.panel.locator(".conn")
+        self.input = self.panel.locator("textarea")
+        self.log = self.panel.locator(".log")
+        self.picker = self.panel.locator(".picker")
+
+    def _console(self, message: ConsoleMessage) -> None:
+        if message.type == "error":
+            self.console_errors.append(message.text)
+
+    @property
+    def url(self) -> str:
+        return self.vernis.http_url
+
+    async def goto(self, path: str = "/contacts", *, assistant: bool = True) -> None:
+        """Load a page of the demo and (unless `assistant` is false) wait for the assistant on it."""
+        await self.page.goto(self.url + path)
+        if not assistant:
+            return
+        # Styled and defined (the element's module loads after the page's load event).
+        await self.page.locator("vernis-assistant .root:not([hidden])").wait_for(state="attached")
+
+    async def open(self) -> None:
+        """Open the panel with the launcher and wait until it is connected."""
+        await self.launcher.click()
+        await self.connected()
+
+    async def connected(self) -> None:
+        await expect(self.connection).to_have_attribute("data-state", "connected")
+
+    async def send(self, text: str) -> None:
+        """Type a message and press Enter, as a user does."""
+        await self.input.fill(text)
+        await self.input.press("Enter")
+
+    def answers(self) -> Locator:
+        return self.log.locator(".msg.assistant")
+
+    async def answered(self, count: int = 1) -> Locator:
+        """Wait until `count` answers are shown and none streams; the last one."""
+        await expect(self.answers()).to_have_count(count)
+        await expect(self.log.locator(".msg.assistant[data-streaming]")).to_have_count(0)
+        return self.answers().last
+
+    async def screenshot(self, name: str) -> Path:
+        ARTIFACTS.mkdir(exist_ok=True)
+        path = ARTIFACTS / name
+        await self.page.screenshot(path=str(path))
+        return path
+
+    async def sign_in(self, email: str) -> None:
+        await self.context.add_cookies(
+            [{"name": COOKIE_NAME, "value": self.vernis.token(email), "url": self.url, "httpOnly": True}]
+        )
+
+
+OpenUI = Callable[..., Awaitable[UI]]
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def open_ui(browser: Browser) -> AsyncIterator[OpenUI]:
+    """`await open_ui(vernis, email=..., viewport=..., path=...)`: a signed-in tab on a page."""
+    contexts: list[BrowserContext] = []
+    uis: list[UI] = []
+
+    async def make(
+        vernis: Vernis,
+        *,
+        email: str | None = "member@acme.test",
+        viewport: tuple[int, int] = (1280, 800),
+        path: str | None = "/contacts",
+        assistant: bool = True,
+    ) -> UI:
+        context = await browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+        contexts.append(context)
+        ui = UI(vernis, context, await context.new_page())
+        uis.append(ui)
+        if email is not None:
+            await ui.sign_in(email)
+        if path is not None:
+            await ui.goto(path, assistant=assistant)
+        return ui
+
+    try:
+        yield make
+    finally:
+        for context in contexts:
+            await context.close()
+    for ui in uis:
+        assert not ui.errors, f"errors in the page: {ui.errors}"
+        if not ui.console_errors_expected:
+            assert not ui.console_errors, f"errors on the console: {ui.console_errors}"
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def ui(vernis: Vernis, open_ui: OpenUI) -> UI:
+    """The member `member@acme.test` signed in, on the contact list, the panel closed."""
+    return await open_ui(vernis)
+
+
+# --- data helpers ----------------------------------------------------------------------------------
+
+
+async def add_notification(
+    vernis: Vernis, email: str = "member@acme.test", title: str = "Missed call"
+) -> str:
+    notification_id = uuid.uuid4()
+    engine = create_engine(vernis.settings.database_url)
+    try:
+        async with engine.begin() as connection:
+            members = table_of(Member)
+            member = (
+                await connection.execute(
+                    sa.select(members.c.id, members.c.organization_id).where(members.c.email == email)
+                )
+            ).one()
+            await connection.execute(
+                sa.insert(table_of(Notification)).values(
+                    id=notification_id,
+                    organization_id=member.organization_id,
+                    member_id=member.id,
+                    kind="missed_call",
+                    title=title,
+                    body="",
+                )
+            )
+    finally:
+        await engine.dispose()
+    return str(notification_id)
+
+
+async def is_read(vernis: Vernis, notification_id: str) -> bool:
+    engine = create_engine(vernis.settings.database_url)
+    try:
+        async with engine.connect() as connection:
+            table = table_of(Notification)
+            read_at = await connection.scalar(
+                sa.select(table.c.read_at).where(table.c.id == uuid.UUID(notification_id))
+            )
+    finally:
+        await engine.dispose()
+    return read_at is not None
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 5.0) -> None:
+    """Wait until `check()` holds (a database row the UI changed through the server)."""
+    for _ in range(int(timeout / 0.05)):
+        if await check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"still false after {timeout} s: {check}")

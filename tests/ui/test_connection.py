@@ -1,0 +1,83 @@
+"""The connection (SPEC §4, §11): state shown, reconnect with backoff, an answer in flight resumed whole."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlsplit
+
+from playwright.async_api import WebSocket, expect
+
+from tests.ui.conftest import UI
+from vernis.scripted import Reply
+
+WORDS = [f"w{n:02d}" for n in range(60)]
+TEXT = " ".join(WORDS)
+
+
+async def answer_text(ui: UI) -> str:
+    return " ".join((await ui.answers().last.locator(".markdown").inner_text()).split())
+
+
+async def test_cut_socket_mid_answer_resumes_without_losing_or_doubling_text(ui: UI) -> None:
+    """The network drops mid-answer (offline shown); back online the socket resumes after the last seq and the answer ends whole, once."""
+    ui.console_errors_expected = True  # the sockets refused while offline
+    ui.vernis.scripted.add(Reply(TEXT, chunk_delay=0.03), match="long answer")
+    sockets: list[WebSocket] = []
+    ui.page.on("websocket", lambda socket: sockets.append(socket))
+    await ui.open()
+    await ui.send("a long answer please")
+    await expect(ui.answers().last).to_contain_text("w05")
+    await ui.context.set_offline(True)
+    await expect(ui.connection).to_have_attribute("data-state", "offline")
+    await expect(ui.connection).to_contain_text("Offline")
+    await expect(ui.connection.get_by_role("button", name="Retry now")).to_be_visible()
+    shown_offline = await answer_text(ui)
+    await ui.page.wait_for_timeout(600)
+    # Nothing arrives while offline: the answer goes on on the server, unseen.
+    assert await answer_text(ui) == shown_offline
+    assert shown_offline != TEXT
+    await ui.context.set_offline(False)
+    await ui.connected()
+    await ui.answered()
+    assert await answer_text(ui) == TEXT
+    await expect(ui.answers()).to_have_count(1)
+    await expect(ui.log.locator(".msg.user")).to_have_count(1)
+    assert sockets[0].is_closed()
+    resumed = urlsplit(sockets[-1].url)
+    query = parse_qs(resumed.query)
+    assert resumed.path == "/api/assistant/ws"
+    assert query["conversation_id"]
+    assert int(query["after_seq"][0]) > 1
+
+
+async def test_reload_mid_answer_joins_it_in_flight(ui: UI) -> None:
+    """A page reload mid-answer redraws the history and joins the answer still streaming: the whole text, once."""
+    ui.vernis.scripted.add(Reply(TEXT, chunk_delay=0.03), match="long answer")
+    await ui.open()
+    await ui.send("a long answer please")
+    await expect(ui.answers().last).to_contain_text("w05")
+    await ui.page.reload()
+    await ui.connected()
+    await expect(ui.log.locator(".msg.user .bubble")).to_have_text("a long answer please")
+    await expect(ui.log.locator(".msg.assistant[data-streaming]")).to_have_count(1)
+    await ui.answered()
+    assert await answer_text(ui) == TEXT
+
+
+async def test_reconnects_by_itself_after_the_server_drops_the_socket(ui: UI) -> None:
+    """When the socket is cut, the panel says it is reconnecting, comes back after a backoff delay, and works as before."""
+    ui.vernis.scripted.add(Reply("Still here."), match="still there")
+    await ui.open()
+    states = await ui.page.locator("vernis-assistant").evaluate(
+        """element => new Promise(resolve => {
+            const seen = [];
+            element.connection.addEventListener("state", event => {
+                seen.push(event.detail.state);
+                if (event.detail.state === "connected") resolve(seen);
+            });
+            element.connection.drop();
+        })"""
+    )
+    assert states[0] == "reconnecting"
+    assert states[-1] == "connected"
+    await ui.send("are you still there?")
+    await expect(await ui.answered()).to_contain_text("Still here.")

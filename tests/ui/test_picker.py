@@ -1,0 +1,138 @@
+"""The session picker (SPEC §11): recent conversations, more on scroll, switch, new chat, rename, delete."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from playwright.async_api import expect
+
+from tests.fixtures.server import Vernis
+from tests.ui.conftest import UI
+from vernis.db.engine import create_engine
+from vernis.db.models import MessageRole
+from vernis.services.persistence import ConversationStore
+
+
+async def add_conversations(vernis: Vernis, titles: list[str], email: str = "member@acme.test") -> list[str]:
+    """Stored conversations with one exchange each, the last of `titles` the most recent."""
+    member_id = vernis.seed.members[email]
+    organization_id = vernis.seed.organizations[email.split("@")[1].removesuffix(".test")]
+    engine = create_engine(vernis.settings.database_url)
+    ids = []
+    try:
+        store = ConversationStore(engine)
+        for title in titles:
+            conversation = await store.create_conversation(member_id, organization_id)
+            await store.add_message(conversation.id, MessageRole.USER, f"Question about {title}")
+            await store.add_message(conversation.id, MessageRole.ASSISTANT, f"Answer about **{title}**.")
+            await store.set_title(conversation.id, title)
+            ids.append(str(conversation.id))
+            # Distinct update times, so the order is the order of creation.
+            await asyncio.sleep(0.002)
+    finally:
+        await engine.dispose()
+    return ids
+
+
+async def test_switch_rename_and_delete_from_the_picker(ui: UI) -> None:
+    """The picker lists recent conversations; one switches to another, renames it (live title) and deletes one."""
+    await add_conversations(ui.vernis, ["Dental plans", "Overdue invoices", "Call with Jane"])
+    await ui.open()
+    # The latest conversation opens first.
+    await expect(ui.title).to_have_text("Call with Jane")
+    await expect(ui.log.locator(".msg.assistant")).to_contain_text("Answer about Call with Jane.")
+
+    toggle = ui.panel.get_by_role("button", name="Conversations")
+    await toggle.click()
+    await expect(toggle).to_have_attribute("aria-expanded", "true")
+    rows = ui.picker.locator(".conv")
+    await expect(rows.locator(".conv-title")).to_have_text(
+        ["Call with Jane", "Overdue invoices", "Dental plans"]
+    )
+    await expect(rows.first).to_have_attribute("aria-current", "true")
+    await expect(rows.first.locator(".conv-meta")).to_contain_text("2 messages")
+    await ui.screenshot("picker.png")
+
+    await rows.nth(2).locator(".conv-open").click()
+    await expect(ui.picker).to_be_hidden()
+    await expect(ui.title).to_have_text("Dental plans")
+    await expect(ui.log.locator(".msg.user .bubble")).to_have_text("Question about Dental plans")
+    await expect(ui.log.locator(".msg.assistant strong")).to_have_text("Dental plans")
+
+    await toggle.click()
+    current = rows.filter(has_text="Dental plans")
+    await expect(current).to_have_attribute("aria-current", "true")
+    await current.get_by_role("button", name="Rename “Dental plans”").click()
+    title_input = ui.picker.get_by_role("textbox", name="New title")
+    await expect(title_input).to_be_focused()
+    await title_input.fill("Dental plan renewals")
+    await title_input.press("Enter")
+    await expect(rows.filter(has_text="Dental plan renewals")).to_have_count(1)
+    await expect(ui.title).to_have_text("Dental plan renewals")
+
+    doomed = rows.filter(has_text="Overdue invoices")
+    await doomed.get_by_role("button", name="Delete “Overdue invoices”").click()
+    await expect(doomed.get_by_role("button", name="Cancel")).to_be_focused()
+    await doomed.get_by_role("button", name="Delete", exact=True).click()
+    await expect(rows.locator(".conv-title")).to_have_text(["Call with Jane", "Dental plan renewals"])
+    # Still showing the renamed conversation: deleting another one leaves the view alone.
+    await expect(ui.title).to_have_text("Dental plan renewals")
+
+
+async def test_picker_by_keyboard(ui: UI) -> None:
+    """Arrow keys move through the picker, Enter opens, F2 renames, Escape closes it and returns focus."""
+    await add_conversations(ui.vernis, ["First", "Second", "Third"])
+    await ui.open()
+    await expect(ui.title).to_have_text("Third")
+    toggle = ui.panel.get_by_role("button", name="Conversations")
+    await toggle.focus()
+    await ui.page.keyboard.press("Enter")
+    rows = ui.picker.locator(".conv-open")
+    await expect(rows).to_have_count(3)
+    # Focus lands on the conversation shown.
+    await expect(rows.first).to_be_focused()
+    await ui.page.keyboard.press("ArrowDown")
+    await expect(rows.nth(1)).to_be_focused()
+    outline = await rows.nth(1).evaluate("row => getComputedStyle(row).outlineStyle")
+    assert outline == "solid"  # a visible focus ring
+    await ui.screenshot("picker-keyboard.png")
+    await ui.page.keyboard.press("End")
+    await expect(rows.nth(2)).to_be_focused()
+    await ui.page.keyboard.press("F2")
+    await ui.page.keyboard.press("Control+a")
+    await ui.page.keyboard.type("The first one")
+    await ui.page.keyboard.press("Enter")
+    await expect(rows.nth(2)).to_be_focused()
+    await expect(rows.nth(2)).to_contain_text("The first one")
+    await ui.page.keyboard.press("Enter")
+    await expect(ui.title).to_have_text("The first one")
+    await expect(ui.input).to_be_focused()
+    await toggle.click()
+    await expect(ui.picker).to_be_visible()
+    await ui.page.keyboard.press("Escape")
+    await expect(ui.picker).to_be_hidden()
+    await expect(toggle).to_be_focused()
+    # A second Escape closes the panel itself.
+    await ui.page.keyboard.press("Escape")
+    await expect(ui.panel).to_be_hidden()
+
+
+async def test_more_conversations_load_on_scroll_and_new_chat(ui: UI) -> None:
+    """Beyond the first 20, more conversations load as the picker scrolls; New chat starts an empty one."""
+    titles = [f"Conversation {n:02d}" for n in range(25)]
+    await add_conversations(ui.vernis, titles)
+    await ui.open()
+    await ui.panel.get_by_role("button", name="Conversations").click()
+    rows = ui.picker.locator(".conv")
+    await expect(rows).to_have_count(20)
+    await rows.last.scroll_into_view_if_needed()
+    await ui.picker.locator(".picker-scroll").evaluate("element => element.scrollTo(0, element.scrollHeight)")
+    await expect(rows).to_have_count(25)
+    await expect(rows.last.locator(".conv-title")).to_have_text("Conversation 00")
+    await expect(ui.picker.get_by_role("button", name="Load more")).to_be_hidden()
+
+    await ui.picker.get_by_role("button", name="New chat").click()
+    await expect(ui.title).to_have_text("New conversation")
+    await expect(ui.log.get_by_role("button", name="Search contacts")).to_be_visible()
+    assert uuid.UUID(str(await rows.first.get_attribute("data-id")))
