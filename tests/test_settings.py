@@ -184,3 +184,11 @@ def test_overrides_win_over_environment(monkeypatch: pytest.MonkeyPatch) -> None
     settings = load_settings(llm_model="override")
     assert settings.chat_model == "override"
     assert isinstance(settings, Settings)
+
+
+def test_redis_url_is_refused_until_several_instances_are_supported() -> None:
+    """VERNIS_REDIS_URL set: the app refuses to start with a message naming the setting, rather than run unsafely."""
+    from vernis.app import create_app
+
+    with pytest.raises(RuntimeError, match="VERNIS_REDIS_URL"):
+        create_app(load_settings(redis_url="redis://127.0.0.1:6379/0", jwt_secret="x" * 40))

@@ -59,6 +59,13 @@ def create_app(
 ) -> Starlette:
     """Build the app. Arguments left out are made from `settings` when the app starts."""
     settings = settings or load_settings()
+    if settings.redis_url and hub is None:
+        # Several instances need the shared hub, lease and limits of SPEC §10; in-memory state
+        # would silently break one-answer-per-conversation and resume across instances.
+        raise RuntimeError(
+            "VERNIS_REDIS_URL is set, but this version keeps conversation events, the answer lease and "
+            "rate limits in memory, for one instance only. Unset VERNIS_REDIS_URL and run one instance."
+        )
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
