@@ -39,7 +39,7 @@ from vernis.db.crm import (
 )
 from vernis.db.models import Member, table_of, utcnow
 from vernis.services.registry import Tool, ToolContext, ToolFailure
-from vernis.tools.contacts import calling_code, contact_ref, find_contact, local_time, read_phone
+from vernis.tools._contacts_common import calling_code, contact_ref, find_contact, local_time, read_phone
 
 __all__ = ["TOOLS"]
 
