@@ -289,6 +289,12 @@ async def ui(vernis: Vernis, open_ui: OpenUI) -> UI:
     return await open_ui(vernis)
 
 
+@pytest_asyncio.fixture(loop_scope="session")
+async def login_page(vernis: Vernis, open_ui: OpenUI) -> UI:
+    """A light page of the server (the login, without the assistant), to import the client's modules in."""
+    return await open_ui(vernis, email=None, path="/login", assistant=False)
+
+
 # --- data helpers ----------------------------------------------------------------------------------
 
 

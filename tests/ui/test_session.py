@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest_asyncio
+import pytest
 
-from tests.fixtures.server import Vernis
-from tests.ui.conftest import UI, OpenUI
+from tests.ui.conftest import UI
 
 # Runs in the page: a Session with a view that records what it is told, fed `events`.
 FEED = """async ([events, pending]) => {
@@ -30,10 +29,9 @@ CONVERSATION = "3f1c1f2e-0000-4000-8000-000000000001"
 MESSAGE = "3f1c1f2e-0000-4000-8000-0000000000aa"
 
 
-@pytest_asyncio.fixture(loop_scope="session")
-async def ui(vernis: Vernis, open_ui: OpenUI) -> UI:
-    """A light page of the server (the login), to import the client's modules from."""
-    return await open_ui(vernis, email=None, path="/login", assistant=False)
+@pytest.fixture
+def ui(login_page: UI) -> UI:
+    return login_page
 
 
 def live(seq: int, type: str, **fields: Any) -> dict[str, Any]:
