@@ -16,6 +16,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
@@ -37,6 +38,7 @@ from vernis.services.titles import TitleService
 from vernis.settings import Settings, load_settings
 from vernis.tools import default_registry
 from vernis.web import web_routes
+from vernis.web.security import SecurityHeaders
 from vernis.ws.endpoint import assistant_socket
 from vernis.ws.limits import MemberRateLimiter
 
@@ -127,7 +129,8 @@ def create_app(
     ]
     if STATIC_DIR.is_dir():
         routes.append(Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"))
-    return Starlette(routes=routes, lifespan=lifespan)
+    # Every HTTP response carries the security headers (CSP, nosniff, ...); sockets pass through.
+    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(SecurityHeaders)])
 
 
 async def _sweep(hub: MemoryHub) -> None:

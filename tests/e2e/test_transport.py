@@ -191,3 +191,12 @@ async def test_health_routes(vernis: Vernis) -> None:
     assert ready.status_code == 200
     assert ready.json()["status"] == "ready"
     assert ready.json()["answers_in_flight"] == 0
+
+
+async def test_every_http_response_carries_the_security_headers(vernis: Vernis) -> None:
+    """Health checks and the API carry the same Content-Security-Policy and nosniff as the pages."""
+    async with httpx.AsyncClient(base_url=vernis.http_url) as http:
+        for path in ("/healthz", "/readyz", "/api/organization/ai-rules"):
+            response = await http.get(path)
+            assert "script-src 'self'" in response.headers["content-security-policy"], path
+            assert response.headers["x-content-type-options"] == "nosniff"
