@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 from typing import Any
 
 import sqlalchemy as sa
 
+from tests.data import add_notification, is_read
 from tests.fixtures.server import Client, Vernis, VernisFactory
 from vernis.db.engine import create_engine
-from vernis.db.models import Member, Notification, table_of
 from vernis.scripted import Reply, ScriptedToolCall
 from vernis.tools import all_tools
 
@@ -23,47 +22,6 @@ async def sql(vernis: Vernis, statement: str, **params: Any) -> list[Any]:
             return list(result.all()) if result.returns_rows else []
     finally:
         await engine.dispose()
-
-
-async def add_notification(
-    vernis: Vernis, email: str = "member@acme.test", title: str = "Missed call"
-) -> str:
-    notification_id = uuid.uuid4()
-    engine = create_engine(vernis.settings.database_url)
-    try:
-        async with engine.begin() as connection:
-            members = table_of(Member)
-            member = (
-                await connection.execute(
-                    sa.select(members.c.id, members.c.organization_id).where(members.c.email == email)
-                )
-            ).one()
-            await connection.execute(
-                sa.insert(table_of(Notification)).values(
-                    id=notification_id,
-                    organization_id=member.organization_id,
-                    member_id=member.id,
-                    kind="missed_call",
-                    title=title,
-                    body="",
-                )
-            )
-    finally:
-        await engine.dispose()
-    return str(notification_id)
-
-
-async def is_read(vernis: Vernis, notification_id: str) -> bool:
-    engine = create_engine(vernis.settings.database_url)
-    try:
-        async with engine.connect() as connection:
-            table = table_of(Notification)
-            read_at = await connection.scalar(
-                sa.select(table.c.read_at).where(table.c.id == uuid.UUID(notification_id))
-            )
-    finally:
-        await engine.dispose()
-    return read_at is not None
 
 
 async def audit(vernis: Vernis) -> list[tuple[str, str]]:

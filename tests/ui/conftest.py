@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -20,7 +19,6 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-import sqlalchemy as sa
 from playwright.async_api import (
     Browser,
     BrowserContext,
@@ -39,7 +37,6 @@ from vernis.auth import COOKIE_NAME
 from vernis.cli import uvicorn_options
 from vernis.db.engine import create_engine
 from vernis.db.migrate import upgrade
-from vernis.db.models import Member, Notification, table_of
 from vernis.db.seed import SeedResult, seed_demo
 from vernis.scripted import ScriptedModel
 
@@ -296,47 +293,6 @@ async def login_page(vernis: Vernis, open_ui: OpenUI) -> UI:
 
 
 # --- data helpers ----------------------------------------------------------------------------------
-
-
-async def add_notification(
-    vernis: Vernis, email: str = "member@acme.test", title: str = "Missed call"
-) -> str:
-    notification_id = uuid.uuid4()
-    engine = create_engine(vernis.settings.database_url)
-    try:
-        async with engine.begin() as connection:
-            members = table_of(Member)
-            member = (
-                await connection.execute(
-                    sa.select(members.c.id, members.c.organization_id).where(members.c.email == email)
-                )
-            ).one()
-            await connection.execute(
-                sa.insert(table_of(Notification)).values(
-                    id=notification_id,
-                    organization_id=member.organization_id,
-                    member_id=member.id,
-                    kind="missed_call",
-                    title=title,
-                    body="",
-                )
-            )
-    finally:
-        await engine.dispose()
-    return str(notification_id)
-
-
-async def is_read(vernis: Vernis, notification_id: str) -> bool:
-    engine = create_engine(vernis.settings.database_url)
-    try:
-        async with engine.connect() as connection:
-            table = table_of(Notification)
-            read_at = await connection.scalar(
-                sa.select(table.c.read_at).where(table.c.id == uuid.UUID(notification_id))
-            )
-    finally:
-        await engine.dispose()
-    return read_at is not None
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 5.0) -> None:

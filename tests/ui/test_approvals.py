@@ -6,7 +6,8 @@ from typing import Any
 
 from playwright.async_api import expect
 
-from tests.ui.conftest import UI, add_notification, eventually, is_read
+from tests.data import add_notification, is_read
+from tests.ui.conftest import UI, eventually
 from vernis.scripted import Reply, ScriptedToolCall
 
 

@@ -202,15 +202,23 @@ class AnswerService:
                         stored.update(outcome.stored())
                         break
                 answer._dirty = True
-                self._publish(
-                    conversation_id,
-                    protocol.ToolCallCompleted(
-                        call_id=outcome.call_id,
-                        tool_name=outcome.tool_name,
-                        status=outcome.status,
-                        result=outcome.envelope,
-                    ),
+                # A call that carried out an earlier preview (approved in the chat) also ends that
+                # preview's card.
+                cards = (
+                    [outcome.call_id]
+                    if outcome.resolved_call is None
+                    else [outcome.call_id, outcome.resolved_call]
                 )
+                for call_id in cards:
+                    self._publish(
+                        conversation_id,
+                        protocol.ToolCallCompleted(
+                            call_id=call_id,
+                            tool_name=outcome.tool_name,
+                            status=outcome.status,
+                            result=outcome.envelope,
+                        ),
+                    )
                 if outcome.confirmation_id is not None:
                     self._publish(
                         conversation_id,
@@ -219,17 +227,6 @@ class AnswerService:
                             call_id=outcome.call_id,
                             tool_name=outcome.tool_name,
                             preview=outcome.preview,
-                        ),
-                    )
-                if outcome.resolved_call is not None:
-                    # The user approved that preview in the chat: its card shows the outcome too.
-                    self._publish(
-                        conversation_id,
-                        protocol.ToolCallCompleted(
-                            call_id=outcome.resolved_call,
-                            tool_name=outcome.tool_name,
-                            status=outcome.status,
-                            result=outcome.envelope,
                         ),
                     )
             elif isinstance(event, UsageAdded):
