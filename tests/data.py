@@ -3,14 +3,35 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.fixtures.server import Vernis
 from vernis.db.engine import create_engine
 from vernis.db.models import Member, Notification, table_of
+from vernis.services.persistence import ConversationStore
 
-__all__ = ["add_notification", "is_read"]
+__all__ = ["add_notification", "database", "is_read", "store_of"]
+
+
+@asynccontextmanager
+async def database(vernis: Vernis) -> AsyncIterator[AsyncEngine]:
+    """An engine on the server's own database, disposed after use."""
+    engine = create_engine(vernis.settings.database_url)
+    try:
+        yield engine
+    finally:
+        await engine.dispose()
+
+
+@asynccontextmanager
+async def store_of(vernis: Vernis) -> AsyncIterator[ConversationStore]:
+    """The conversation store on the server's own database."""
+    async with database(vernis) as engine:
+        yield ConversationStore(engine)
 
 
 async def add_notification(
@@ -18,39 +39,31 @@ async def add_notification(
 ) -> str:
     """An unread notification for the member; returns its id."""
     notification_id = uuid.uuid4()
-    engine = create_engine(vernis.settings.database_url)
-    try:
-        async with engine.begin() as connection:
-            members = table_of(Member)
-            member = (
-                await connection.execute(
-                    sa.select(members.c.id, members.c.organization_id).where(members.c.email == email)
-                )
-            ).one()
+    members = table_of(Member)
+    async with database(vernis) as engine, engine.begin() as connection:
+        member = (
             await connection.execute(
-                sa.insert(table_of(Notification)).values(
-                    id=notification_id,
-                    organization_id=member.organization_id,
-                    member_id=member.id,
-                    kind="missed_call",
-                    title=title,
-                    body="",
-                )
+                sa.select(members.c.id, members.c.organization_id).where(members.c.email == email)
             )
-    finally:
-        await engine.dispose()
+        ).one()
+        await connection.execute(
+            sa.insert(table_of(Notification)).values(
+                id=notification_id,
+                organization_id=member.organization_id,
+                member_id=member.id,
+                kind="missed_call",
+                title=title,
+                body="",
+            )
+        )
     return str(notification_id)
 
 
 async def is_read(vernis: Vernis, notification_id: str) -> bool:
     """Whether the notification has been marked read."""
-    engine = create_engine(vernis.settings.database_url)
-    try:
-        async with engine.connect() as connection:
-            table = table_of(Notification)
-            read_at = await connection.scalar(
-                sa.select(table.c.read_at).where(table.c.id == uuid.UUID(notification_id))
-            )
-    finally:
-        await engine.dispose()
+    table = table_of(Notification)
+    async with database(vernis) as engine, engine.connect() as connection:
+        read_at = await connection.scalar(
+            sa.select(table.c.read_at).where(table.c.id == uuid.UUID(notification_id))
+        )
     return read_at is not None

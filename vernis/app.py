@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -56,7 +56,6 @@ def create_app(
     registry: ToolRegistry | None = None,
     hub: EventHub | None = None,
     resolve_page: PageResolver | None = None,
-    extra_routes: Sequence[BaseRoute] = (),
     scripted: bool = False,
 ) -> Starlette:
     """Build the app. Arguments left out are made from `settings` when the app starts."""
@@ -124,7 +123,6 @@ def create_app(
         Route("/healthz", healthz),
         Route("/readyz", readyz),
         *api_routes(),
-        *extra_routes,
         *web_routes(),
     ]
     if STATIC_DIR.is_dir():

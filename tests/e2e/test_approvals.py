@@ -7,21 +7,16 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tests.data import add_notification, is_read
+from tests.data import add_notification, database, is_read
 from tests.fixtures.server import Client, Vernis, VernisFactory
-from vernis.db.engine import create_engine
 from vernis.scripted import Reply, ScriptedToolCall
 from vernis.tools import all_tools
 
 
 async def sql(vernis: Vernis, statement: str, **params: Any) -> list[Any]:
-    engine = create_engine(vernis.settings.database_url)
-    try:
-        async with engine.begin() as connection:
-            result = await connection.execute(sa.text(statement), params)
-            return list(result.all()) if result.returns_rows else []
-    finally:
-        await engine.dispose()
+    async with database(vernis) as engine, engine.begin() as connection:
+        result = await connection.execute(sa.text(statement), params)
+        return list(result.all()) if result.returns_rows else []
 
 
 async def audit(vernis: Vernis) -> list[tuple[str, str]]:
@@ -149,16 +144,6 @@ async def test_approval_is_bound_to_its_arguments(vernis: Vernis) -> None:
     assert not await is_read(vernis, second)
 
 
-async def drain(client: Client) -> list[dict[str, Any]]:
-    """Everything the socket receives until it has been quiet for half a second."""
-    events = []
-    while True:
-        try:
-            events.append(await client.recv(timeout=0.5))
-        except TimeoutError:
-            return events
-
-
 async def test_two_tabs_approving_at_once_write_once(vernis: Vernis) -> None:
     """Two sockets approving the same preview at the same moment: the write runs once, the loser is told."""
     notification_id = await add_notification(vernis)
@@ -168,8 +153,8 @@ async def test_two_tabs_approving_at_once_write_once(vernis: Vernis) -> None:
         await second.until("history_end")
         approve = {"confirmation_id": confirmation["confirmation_id"], "approved": True}
         await asyncio.gather(first.send("confirm_tool", **approve), second.send("confirm_tool", **approve))
-        first_events = await drain(first)
-        second_events = await drain(second)
+        first_events = await first.drain()
+        second_events = await second.drain()
     for events in (first_events, second_events):
         assert [e["type"] for e in events].count("tool_call_completed") == 1
     errors = [e for e in first_events + second_events if e["type"] == "error"]

@@ -7,14 +7,8 @@ from typing import Any
 
 import pytest
 
+from tests.data import store_of
 from tests.fixtures.server import Vernis, VernisFactory
-from vernis.db.engine import create_engine
-from vernis.services.persistence import ConversationStore
-
-
-async def with_store(vernis: Vernis) -> tuple[ConversationStore, Any]:
-    engine = create_engine(vernis.settings.database_url)
-    return ConversationStore(engine), engine
 
 
 def chat_requests(vernis: Vernis) -> list[dict[str, Any]]:
@@ -44,8 +38,7 @@ async def test_rollover_at_50_carries_the_context(vernis_factory: VernisFactory)
         assert {"role": "user", "content": "fact 24: the code is 168"} in history
         assert len(history) == 50
 
-        store, engine = await with_store(vernis)
-        try:
+        async with store_of(vernis) as store:
             member = await store.get_member_by_email("member@acme.test")
             assert member is not None
             new = await store.get_conversation(
@@ -56,8 +49,6 @@ async def test_rollover_at_50_carries_the_context(vernis_factory: VernisFactory)
             assert old is not None
             assert new.previous_conversation_id == old.id
             assert (old.message_count, new.message_count) == (50, 2)
-        finally:
-            await engine.dispose()
 
 
 async def test_window_never_exceeds_50_messages(vernis_factory: VernisFactory) -> None:
@@ -93,8 +84,7 @@ async def test_window_is_rebuilt_from_storage_after_reconnect(vernis: Vernis) ->
 
 async def test_list_returns_20_most_recent_with_a_cursor(vernis: Vernis) -> None:
     """list_conversations gives the 20 most recently updated, then the rest with next_before."""
-    store, engine = await with_store(vernis)
-    try:
+    async with store_of(vernis) as store:
         member = await store.get_member_by_email("member@acme.test")
         assert member is not None
         created = []
@@ -102,8 +92,6 @@ async def test_list_returns_20_most_recent_with_a_cursor(vernis: Vernis) -> None
             conversation = await store.create_conversation(member.id, member.organization_id)
             await store.add_message(conversation.id, "user", f"topic {number}")
             created.append(str(conversation.id))
-    finally:
-        await engine.dispose()
     async with vernis.opened() as client:
         await client.send("list_conversations")
         (page,) = await client.expect("conversation_list")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from tests.data import database
 from tests.fixtures.server import Vernis, text_of
 from vernis.db.crm import Contact
-from vernis.db.engine import create_engine
 from vernis.db.models import table_of
 from vernis.scripted.demo import demo_scenarios
 
@@ -53,14 +53,10 @@ async def test_create_contact_quick_action_previews_then_yes_creates_it(vernis: 
         completed = [e for e in events if e["type"] == "tool_call_completed"]
         assert [(e["tool_name"], e["status"]) for e in completed] == [("create_contact", "ok")] * 2
     contacts = table_of(Contact)
-    engine = create_engine(vernis.settings.database_url)
-    try:
-        async with engine.connect() as connection:
-            count = await connection.scalar(
-                sa.select(sa.func.count())
-                .select_from(contacts)
-                .where(contacts.c.first_name == "Alex", contacts.c.last_name == "Morgan")
-            )
-    finally:
-        await engine.dispose()
+    async with database(vernis) as engine, engine.connect() as connection:
+        count = await connection.scalar(
+            sa.select(sa.func.count())
+            .select_from(contacts)
+            .where(contacts.c.first_name == "Alex", contacts.c.last_name == "Morgan")
+        )
     assert count == 1

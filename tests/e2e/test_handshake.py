@@ -9,8 +9,8 @@ import sqlalchemy as sa
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from tests.data import database
 from tests.fixtures.server import Vernis, VernisFactory
-from vernis.db.engine import create_engine
 
 
 async def refused_status(vernis: Vernis, **options: Any) -> int:
@@ -23,17 +23,13 @@ async def refused_status(vernis: Vernis, **options: Any) -> int:
 
 
 async def set_member(vernis: Vernis, email: str, **values: Any) -> None:
-    engine = create_engine(vernis.settings.database_url)
-    try:
-        async with engine.begin() as connection:
-            await connection.execute(
-                sa.text(
-                    f"UPDATE member SET {', '.join(f'{key} = :{key}' for key in values)} WHERE email = :email"
-                ),
-                {**values, "email": email},
-            )
-    finally:
-        await engine.dispose()
+    async with database(vernis) as engine, engine.begin() as connection:
+        await connection.execute(
+            sa.text(
+                f"UPDATE member SET {', '.join(f'{key} = :{key}' for key in values)} WHERE email = :email"
+            ),
+            {**values, "email": email},
+        )
 
 
 async def test_no_token_is_refused_with_403(vernis: Vernis) -> None:

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import orjson
 
+from tests.data import store_of
 from tests.fixtures.server import Vernis, VernisFactory, text_of
-from vernis.db.engine import create_engine
 from vernis.scripted import Reply
-from vernis.services.persistence import ConversationStore
 
 
 async def stored_messages(vernis: Vernis, email: str = "member@acme.test") -> list[tuple[str, str, str]]:
-    engine = create_engine(vernis.settings.database_url)
-    try:
-        store = ConversationStore(engine)
+    async with store_of(vernis) as store:
         member = await store.get_member_by_email(email)
         assert member is not None
         conversations, _ = await store.list_conversations(member.id, member.organization_id, limit=100)
@@ -23,8 +18,6 @@ async def stored_messages(vernis: Vernis, email: str = "member@acme.test") -> li
         for conversation in reversed(conversations):
             rows += [(m.role, m.content, m.status) for m in await store.messages(conversation.id)]
         return rows
-    finally:
-        await engine.dispose()
 
 
 async def test_malformed_frames_get_errors_and_the_socket_stays_open(vernis: Vernis) -> None:
@@ -88,15 +81,11 @@ async def test_member_limit_spans_all_sockets(vernis_factory: VernisFactory) -> 
 
 
 async def stored_ids(vernis: Vernis, email: str = "member@acme.test") -> list[str]:
-    engine = create_engine(vernis.settings.database_url)
-    try:
-        store = ConversationStore(engine)
+    async with store_of(vernis) as store:
         member = await store.get_member_by_email(email)
         assert member is not None
         conversations, _ = await store.list_conversations(member.id, member.organization_id)
         return [str(c.id) for c in conversations]
-    finally:
-        await engine.dispose()
 
 
 async def test_second_message_while_answering_is_response_in_progress(vernis: Vernis) -> None:
@@ -155,7 +144,8 @@ async def test_stop_ends_the_answer_and_keeps_what_was_written(vernis: Vernis) -
         written = text_of(events)
         assert written
         # Nothing of the answer arrives after assistant_end (a title may).
-        await asyncio.sleep(0.2)
+        later = await client.drain(0.3)
+        assert {event["type"] for event in later} <= {"title_updated"}
     stored = await stored_messages(vernis)
     assert stored[-1] == ("assistant", written, "stopped")
 

@@ -7,20 +7,17 @@ import random
 import uuid
 from typing import Any
 
+from tests.data import store_of
 from tests.fixtures.server import Vernis, VernisFactory, text_of, types_of
-from vernis.db.engine import create_engine
 from vernis.scripted import Reply
-from vernis.services.persistence import ConversationStore, StoredMessage
+from vernis.services.persistence import StoredMessage
 
 WORDS = " ".join(f"w{n}" for n in range(60))
 
 
 async def stored(vernis: Vernis, conversation_id: str) -> list[StoredMessage]:
-    engine = create_engine(vernis.settings.database_url)
-    try:
-        return await ConversationStore(engine).messages(uuid.UUID(conversation_id))
-    finally:
-        await engine.dispose()
+    async with store_of(vernis) as store:
+        return await store.messages(uuid.UUID(conversation_id))
 
 
 async def wait_for_status(

@@ -90,6 +90,29 @@ class Tools:
         return preview, envelope
 
 
+def data(outcome: ToolOutcome) -> Any:
+    """The result of a call that must have succeeded."""
+    assert outcome.status == "ok", outcome.envelope
+    return outcome.envelope["data"]
+
+
+def error(outcome: ToolOutcome) -> dict[str, Any]:
+    """The error of a call that must have failed."""
+    assert outcome.status == "error", outcome.envelope
+    failure: dict[str, Any] = outcome.envelope["error"]
+    return failure
+
+
+def error_code(outcome: ToolOutcome) -> str:
+    code: str = error(outcome)["code"]
+    return code
+
+
+async def rows(tools: Tools, query: Any) -> list[Any]:
+    async with tools.engine.connect() as connection:
+        return list((await connection.execute(query)).all())
+
+
 @pytest.fixture
 def tools(engine: AsyncEngine, seeded: SeedResult) -> Tools:
     """Tools run against the seeded demo database (SQLite and PostgreSQL)."""

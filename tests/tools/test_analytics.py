@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 import pytest
 import sqlalchemy as sa
 
-from tests.tools.conftest import Tools
+from tests.tools.conftest import Tools, data
 from vernis.db.crm import Call, Contact, ContactNote, Plan, PlanTemplate, SmsMessage, Task
 from vernis.db.models import Member, table_of
 
@@ -60,12 +60,6 @@ def within(moment: datetime | None, args: dict[str, str], zone: ZoneInfo = NEW_Y
     start = midnight(date.fromisoformat(args["from"]), zone)
     end = midnight(date.fromisoformat(args["to"]) + timedelta(days=1), zone)
     return start <= moment < end
-
-
-def data(outcome: Any) -> dict[str, Any]:
-    assert outcome.status == "ok", outcome.envelope
-    result: dict[str, Any] = outcome.envelope["data"]
-    return result
 
 
 def rate(part: int, whole: int) -> float | None:

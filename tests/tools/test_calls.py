@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 
 import sqlalchemy as sa
 
-from tests.tools.conftest import Tools
+from tests.tools.conftest import Tools, data
 from vernis.db.crm import Call, PhoneNumber
 from vernis.db.models import Member, table_of
 
@@ -37,12 +37,6 @@ async def call_ids(tools: Tools, *conditions: Any, limit: int = 1000) -> list[st
     )
     async with tools.engine.connect() as connection:
         return [str(id_) for id_ in (await connection.execute(query)).scalars()]
-
-
-def data(outcome: Any) -> dict[str, Any]:
-    assert outcome.status == "ok", outcome.envelope
-    result: dict[str, Any] = outcome.envelope["data"]
-    return result
 
 
 async def test_recent_calls_pages_newest_first(tools: Tools) -> None:

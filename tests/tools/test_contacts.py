@@ -8,10 +8,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tests.tools.conftest import Tools
+from tests.tools.conftest import Tools, data, error, rows
 from vernis.db.crm import Call, Contact, ContactEmail, ContactNote, ContactPhone, ContactTag, SmsMessage, Tag
 from vernis.db.models import AuditEntry, Member, table_of
-from vernis.services.registry import ToolOutcome
 
 MEMBER = "member@acme.test"
 VIEWER = "viewer@acme.test"
@@ -35,22 +34,6 @@ WRITES = [
     "manage_contact_emails",
     "manage_contact_phones",
 ]
-
-
-def data(outcome: ToolOutcome) -> Any:
-    assert outcome.status == "ok", outcome.envelope
-    return outcome.envelope["data"]
-
-
-def error(outcome: ToolOutcome) -> dict[str, Any]:
-    assert outcome.status == "error", outcome.envelope
-    failure: dict[str, Any] = outcome.envelope["error"]
-    return failure
-
-
-async def rows(tools: Tools, query: Any) -> list[Any]:
-    async with tools.engine.connect() as connection:
-        return list((await connection.execute(query)).all())
 
 
 async def contact_row(tools: Tools, contact_id: uuid.UUID) -> Any:

@@ -6,10 +6,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tests.tools.conftest import Tools
+from tests.tools.conftest import Tools, data, error_code
 from vernis.db.crm import Analyzer, PhoneNumber, PhoneNumberAnalyzer, TextAgent, VoiceAgent
 from vernis.db.models import AuditEntry, table_of
-from vernis.services.registry import ToolOutcome
 
 OWNER = "owner@acme.test"
 ADMIN = "admin@acme.test"
@@ -28,17 +27,6 @@ WRITES = {
 }
 TABLES = [table_of(model) for model in (VoiceAgent, TextAgent, Analyzer, PhoneNumber, PhoneNumberAnalyzer)]
 _audit = table_of(AuditEntry)
-
-
-def data(outcome: ToolOutcome) -> Any:
-    assert outcome.status == "ok", outcome.envelope
-    return outcome.envelope["data"]
-
-
-def error(outcome: ToolOutcome) -> str:
-    assert outcome.status == "error", outcome.envelope
-    code: str = outcome.envelope["error"]["code"]
-    return code
 
 
 async def snapshot(tools: Tools) -> dict[str, list[tuple[Any, ...]]]:
@@ -92,8 +80,8 @@ async def test_roles_are_offered_the_infrastructure_tools_they_may_use(tools: To
         "assign_phone_text_agent": {"phone_number_id": recall, "text_agent_id": None},
     }
     for name, arguments in calls.items():
-        assert error(await tools.call(MEMBER, name, arguments)) == "forbidden"
-        assert error(await tools.call(MEMBER, name, arguments | {"confirmed": True})) == "forbidden"
+        assert error_code(await tools.call(MEMBER, name, arguments)) == "forbidden"
+        assert error_code(await tools.call(MEMBER, name, arguments | {"confirmed": True})) == "forbidden"
     assert await snapshot(tools) == before
 
 
@@ -133,7 +121,7 @@ async def test_get_phone_numbers_lists_each_line_with_its_agents_and_analyzers(t
     rest = data(await tools.call(VIEWER, "get_phone_numbers", {"limit": 2, "offset": 2}))
     assert [line["label"] for line in rest["phone_numbers"]] == ["Recall line"]
     assert rest["has_more"] is False
-    assert error(await tools.call(VIEWER, "get_phone_numbers", {"limit": 51})) == "invalid_arguments"
+    assert error_code(await tools.call(VIEWER, "get_phone_numbers", {"limit": 51})) == "invalid_arguments"
 
     globex = data(await tools.call(GLOBEX, "get_phone_numbers", {}))
     assert [line["label"] for line in globex["phone_numbers"]] == ["Zentrale"]
@@ -168,7 +156,7 @@ async def test_get_agents_lists_voice_then_text_agents_of_the_organization(tools
     assert one[0]["instructions"].startswith("You are the front desk of Acme Dental.")
 
     foreign = str(tools.entity("globex:voice_agent:Globex Reception"))
-    assert error(await tools.call(VIEWER, "get_agents", {"agent_id": foreign})) == "not_found"
+    assert error_code(await tools.call(VIEWER, "get_agents", {"agent_id": foreign})) == "not_found"
     globex = data(await tools.call(GLOBEX, "get_agents", {}))["agents"]
     assert [agent["name"] for agent in globex] == ["Globex Reception", "Globex Orders"]
 
@@ -211,15 +199,15 @@ async def test_create_agent_previews_then_creates_a_voice_agent(tools: Tools) ->
         }
     ]
     taken = await tools.call(ADMIN, "create_agent", {"name": "front desk ava", "voice": "x"})
-    assert error(taken) == "conflict"
+    assert error_code(taken) == "conflict"
     # Globex may use a name Acme uses: names are unique per organization.
     assert (await tools.call(GLOBEX, "create_agent", {"name": "Front Desk Ava", "voice": "x"})).status == (
         "needs_confirmation"
     )
     bad = await tools.call(ADMIN, "create_agent", {"name": "X", "voice": "x", "language": "English"})
-    assert error(bad) == "invalid_arguments"
+    assert error_code(bad) == "invalid_arguments"
     extra = await tools.call(ADMIN, "create_agent", {"name": "X", "voice": "x", "phone": "+1"})
-    assert error(extra) == "invalid_arguments"
+    assert error_code(extra) == "invalid_arguments"
 
 
 async def test_update_agent_previews_each_change_from_to_and_applies_it(tools: Tools) -> None:
@@ -239,18 +227,19 @@ async def test_update_agent_previews_each_change_from_to_and_applies_it(tools: T
     assert (agent["voice"], agent["language"], agent["active"]) == ("aria", "en-US", False)
 
     same = await tools.call(OWNER, "update_agent", {"agent_id": ava, "voice": "aria"})
-    assert error(same) == "no_change"
+    assert error_code(same) == "no_change"
     clash = await tools.call(OWNER, "update_agent", {"agent_id": ava, "name": "After-hours Max"})
-    assert error(clash) == "conflict"
+    assert error_code(clash) == "conflict"
     foreign = str(tools.entity("globex:voice_agent:Globex Reception"))
     assert (
-        error(await tools.call(OWNER, "update_agent", {"agent_id": foreign, "active": False})) == "not_found"
+        error_code(await tools.call(OWNER, "update_agent", {"agent_id": foreign, "active": False}))
+        == "not_found"
     )
     text = str(tools.entity("acme:text_agent:SMS Concierge"))
     refused = await tools.call(OWNER, "update_agent", {"agent_id": text, "active": False})
-    assert error(refused) == "not_found"
+    assert error_code(refused) == "not_found"
     assert "text agent" in refused.envelope["error"]["message"]
-    assert error(await tools.call(OWNER, "update_agent", {"agent_id": ava})) == "invalid_arguments"
+    assert error_code(await tools.call(OWNER, "update_agent", {"agent_id": ava})) == "invalid_arguments"
 
 
 async def test_create_analyzer_previews_then_creates_it(tools: Tools) -> None:
@@ -267,8 +256,10 @@ async def test_create_analyzer_previews_then_creates_it(tools: Tools) -> None:
     names = [item["name"] for item in data(await tools.call(VIEWER, "get_analyzers", {}))["analyzers"]]
     assert names == ["Appointment intent", "Call quality", "Upsell"]
     taken = await tools.call(ADMIN, "create_analyzer", {"name": "CALL QUALITY", "criteria": "x"})
-    assert error(taken) == "conflict"
-    assert error(await tools.call(ADMIN, "create_analyzer", {"name": "No criteria"})) == "invalid_arguments"
+    assert error_code(taken) == "conflict"
+    assert (
+        error_code(await tools.call(ADMIN, "create_analyzer", {"name": "No criteria"})) == "invalid_arguments"
+    )
 
 
 async def test_assign_phone_agent_previews_from_to_and_switches_the_agent(tools: Tools) -> None:
@@ -294,27 +285,29 @@ async def test_assign_phone_agent_previews_from_to_and_switches_the_agent(tools:
     assert lines["Recall line"]["voice_agent"]["name"] == "Front Desk Ava"
 
     again = await tools.call(OWNER, "assign_phone_agent", {"phone_number_id": recall, "agent_id": ava})
-    assert error(again) == "no_change"
+    assert error_code(again) == "no_change"
     foreign_agent = str(tools.entity("globex:voice_agent:Globex Reception"))
     foreign = await tools.call(
         OWNER, "assign_phone_agent", {"phone_number_id": recall, "agent_id": foreign_agent}
     )
-    assert error(foreign) == "not_found"
+    assert error_code(foreign) == "not_found"
     foreign_line = str(tools.entity("globex:phone_number:Zentrale"))
     elsewhere = await tools.call(
         OWNER, "assign_phone_agent", {"phone_number_id": foreign_line, "agent_id": ava}
     )
-    assert error(elsewhere) == "not_found"
+    assert error_code(elsewhere) == "not_found"
     text = str(tools.entity("acme:text_agent:SMS Concierge"))
     assert (
-        error(await tools.call(OWNER, "assign_phone_agent", {"phone_number_id": recall, "agent_id": text}))
+        error_code(
+            await tools.call(OWNER, "assign_phone_agent", {"phone_number_id": recall, "agent_id": text})
+        )
         == "not_found"
     )
 
     max_ = str(tools.entity("acme:voice_agent:After-hours Max"))
     await confirmed(tools, OWNER, "update_agent", {"agent_id": max_, "active": False})
     inactive = await tools.call(OWNER, "assign_phone_agent", {"phone_number_id": recall, "agent_id": max_})
-    assert error(inactive) == "inactive_agent"
+    assert error_code(inactive) == "inactive_agent"
 
     preview = (
         await tools.call(OWNER, "assign_phone_agent", {"phone_number_id": recall, "agent_id": None})
@@ -352,20 +345,20 @@ async def test_assign_phone_analyzers_previews_the_resulting_set_and_applies_it(
     same = await tools.call(
         ADMIN, "assign_phone_analyzers", {"phone_number_id": line_id, "add": [intent["id"]]}
     )
-    assert error(same) == "no_change"
+    assert error_code(same) == "no_change"
     foreign = str(tools.entity("globex:analyzer:Lead qualification"))
     refused = await tools.call(
         ADMIN, "assign_phone_analyzers", {"phone_number_id": line_id, "add": [foreign]}
     )
-    assert error(refused) == "not_found"
+    assert error_code(refused) == "not_found"
     assert foreign in refused.envelope["error"]["message"]
     both = await tools.call(
         ADMIN,
         "assign_phone_analyzers",
         {"phone_number_id": line_id, "add": [intent["id"]], "remove": [intent["id"]]},
     )
-    assert error(both) == "invalid_arguments"
-    assert error(await tools.call(ADMIN, "assign_phone_analyzers", {"phone_number_id": line_id})) == (
+    assert error_code(both) == "invalid_arguments"
+    assert error_code(await tools.call(ADMIN, "assign_phone_analyzers", {"phone_number_id": line_id})) == (
         "invalid_arguments"
     )
 
@@ -398,4 +391,4 @@ async def test_assign_phone_text_agent_previews_from_to_and_switches_it(tools: T
     refused = await tools.call(
         OWNER, "assign_phone_text_agent", {"phone_number_id": main, "text_agent_id": foreign}
     )
-    assert error(refused) == "not_found"
+    assert error_code(refused) == "not_found"

@@ -10,10 +10,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tests.tools.conftest import Tools
+from tests.tools.conftest import Tools, data, error, rows
 from vernis.db.crm import Call, Contact, ContactPhone, SmsMessage
 from vernis.db.models import AuditEntry, Member, table_of, utcnow
-from vernis.services.registry import ToolOutcome
 
 MEMBER = "member@acme.test"
 VIEWER = "viewer@acme.test"
@@ -27,22 +26,6 @@ _call = table_of(Call)
 _contact = table_of(Contact)
 _phone = table_of(ContactPhone)
 _audit = table_of(AuditEntry)
-
-
-def data(outcome: ToolOutcome) -> Any:
-    assert outcome.status == "ok", outcome.envelope
-    return outcome.envelope["data"]
-
-
-def error(outcome: ToolOutcome) -> dict[str, Any]:
-    assert outcome.status == "error", outcome.envelope
-    failure: dict[str, Any] = outcome.envelope["error"]
-    return failure
-
-
-async def rows(tools: Tools, query: Any) -> list[Any]:
-    async with tools.engine.connect() as connection:
-        return list((await connection.execute(query)).all())
 
 
 async def messages_of(tools: Tools, contact_id: uuid.UUID) -> list[Any]:

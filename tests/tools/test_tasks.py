@@ -10,10 +10,9 @@ from zoneinfo import ZoneInfo
 
 import sqlalchemy as sa
 
-from tests.tools.conftest import Tools
+from tests.tools.conftest import Tools, data, error_code
 from vernis.db.crm import Task
 from vernis.db.models import AuditEntry, table_of, utcnow
-from vernis.services.registry import ToolOutcome
 
 OWNER = "owner@acme.test"
 MEMBER = "member@acme.test"
@@ -27,17 +26,6 @@ _task = table_of(Task)
 _audit = table_of(AuditEntry)
 
 Rows = dict[uuid.UUID, dict[str, Any]]
-
-
-def data(outcome: ToolOutcome) -> Any:
-    assert outcome.status == "ok", outcome.envelope
-    return outcome.envelope["data"]
-
-
-def error(outcome: ToolOutcome) -> str:
-    assert outcome.status == "error", outcome.envelope
-    code: str = outcome.envelope["error"]["code"]
-    return code
 
 
 def local(moment: datetime) -> str:
@@ -100,10 +88,12 @@ async def test_roles_are_offered_the_task_tools_they_may_use(tools: Tools) -> No
     assert await tools.offered(VIEWER) & TASK_TOOLS == {"get_tasks"}
     star = str(tools.entity(STAR))
     before = await snapshot(tools)
-    assert error(await tools.call(VIEWER, "create_task", {"title": "Nope"})) == "forbidden"
+    assert error_code(await tools.call(VIEWER, "create_task", {"title": "Nope"})) == "forbidden"
     for name in ("complete_task", "dismiss_task", "reopen_task"):
-        assert error(await tools.call(VIEWER, name, {"task_id": star, "confirmed": True})) == "forbidden"
-    assert error(await tools.call(VIEWER, "update_task", {"task_id": star, "title": "Nope"})) == "forbidden"
+        assert error_code(await tools.call(VIEWER, name, {"task_id": star, "confirmed": True})) == "forbidden"
+    assert (
+        error_code(await tools.call(VIEWER, "update_task", {"task_id": star, "title": "Nope"})) == "forbidden"
+    )
     assert await snapshot(tools) == before
 
 
@@ -150,7 +140,7 @@ async def test_get_tasks_lists_open_tasks_soonest_due_first(tools: Tools) -> Non
     second = data(await tools.call(VIEWER, "get_tasks", {"limit": 10, "offset": 10}))
     assert (first["has_more"], first["next_offset"], first["total"]) == (True, 10, len(tasks))
     assert [task["id"] for task in first["tasks"] + second["tasks"]] == [task["id"] for task in tasks[:20]]
-    assert error(await tools.call(VIEWER, "get_tasks", {"limit": 51})) == "invalid_arguments"
+    assert error_code(await tools.call(VIEWER, "get_tasks", {"limit": 51})) == "invalid_arguments"
 
     globex = await listed(tools, GLOBEX, status="any")
     assert str(tools.entity("globex:task:Send Jane Cooper the renewal quote")) in {
@@ -182,12 +172,12 @@ async def test_get_tasks_filters_by_status_assignee_contact_and_due_date(tools: 
     unassigned = await listed(tools, OWNER, assignee="unassigned")
     assert unassigned == [task for task in open_tasks if task["assignee"] is None]
     assert unassigned
-    assert error(await tools.call(OWNER, "get_tasks", {"assignee": "a"})) == "ambiguous"
+    assert error_code(await tools.call(OWNER, "get_tasks", {"assignee": "a"})) == "ambiguous"
     foreign = await tools.call(OWNER, "get_tasks", {"assignee": "owner@globex.test"})
-    assert error(foreign) == "not_found"
+    assert error_code(foreign) == "not_found"
     assert "Priya Raman" in foreign.envelope["error"]["hint"]
     assert (
-        error(await tools.call(OWNER, "get_tasks", {"assignee": str(tools.seed.members[GLOBEX])}))
+        error_code(await tools.call(OWNER, "get_tasks", {"assignee": str(tools.seed.members[GLOBEX])}))
         == "not_found"
     )
 
@@ -196,7 +186,7 @@ async def test_get_tasks_filters_by_status_assignee_contact_and_due_date(tools: 
     assert str(tools.entity(STAR)) in {task["id"] for task in about_jane}
     assert {task["contact"]["id"] for task in about_jane} == {jane}
     globex_jane = str(tools.entity("globex:contact:Jane Cooper"))
-    assert error(await tools.call(MEMBER, "get_tasks", {"contact_id": globex_jane})) == "not_found"
+    assert error_code(await tools.call(MEMBER, "get_tasks", {"contact_id": globex_jane})) == "not_found"
 
     day = tools.seed.anchor.astimezone(NEW_YORK).date()
     that_day = await listed(
@@ -213,7 +203,7 @@ async def test_get_tasks_filters_by_status_assignee_contact_and_due_date(tools: 
     assert all(task["overdue"] and due(task) < utcnow() for task in overdue)
     assert {task["id"] for task in open_tasks if due(task) < before} <= {task["id"] for task in overdue}
     refused = await tools.call(MEMBER, "get_tasks", {"overdue": True, "status": "done"})
-    assert error(refused) == "invalid_arguments"
+    assert error_code(refused) == "invalid_arguments"
 
 
 async def test_create_task_reads_a_zoneless_due_time_in_the_organization_zone(tools: Tools) -> None:
@@ -273,18 +263,18 @@ async def test_create_task_reads_a_zoneless_due_time_in_the_organization_zone(to
 
     globex_jane = str(tools.entity("globex:contact:Jane Cooper"))
     assert (
-        error(await tools.call(MEMBER, "create_task", {"title": "X", "contact_id": globex_jane}))
+        error_code(await tools.call(MEMBER, "create_task", {"title": "X", "contact_id": globex_jane}))
         == "not_found"
     )
     assert (
-        error(await tools.call(MEMBER, "create_task", {"title": "X", "assignee": "Katrin Vogel"}))
+        error_code(await tools.call(MEMBER, "create_task", {"title": "X", "assignee": "Katrin Vogel"}))
         == "not_found"
     )
     assert (
-        error(await tools.call(MEMBER, "create_task", {"title": "X", "due": "next week"}))
+        error_code(await tools.call(MEMBER, "create_task", {"title": "X", "due": "next week"}))
         == "invalid_arguments"
     )
-    assert error(await tools.call(MEMBER, "create_task", {"title": ""})) == "invalid_arguments"
+    assert error_code(await tools.call(MEMBER, "create_task", {"title": ""})) == "invalid_arguments"
 
 
 async def test_update_task_previews_each_change_from_to_and_applies_exactly_it(tools: Tools) -> None:
@@ -335,18 +325,18 @@ async def test_update_task_previews_each_change_from_to_and_applies_exactly_it(t
     same = await tools.call(
         OWNER, "update_task", {"task_id": str(star), "title": "Call Jane Cooper about her crown"}
     )
-    assert error(same) == "no_change"
+    assert error_code(same) == "no_change"
     globex_task = str(tools.entity("globex:task:Send Jane Cooper the renewal quote"))
     assert (
-        error(await tools.call(OWNER, "update_task", {"task_id": globex_task, "title": "Mine now"}))
+        error_code(await tools.call(OWNER, "update_task", {"task_id": globex_task, "title": "Mine now"}))
         == "not_found"
     )
     globex_jane = str(tools.entity("globex:contact:Jane Cooper"))
     foreign = await tools.call(OWNER, "update_task", {"task_id": str(star), "contact_id": globex_jane})
-    assert error(foreign) == "not_found"
+    assert error_code(foreign) == "not_found"
     both = await tools.call(OWNER, "update_task", {"task_id": str(star), "due": str(day), "clear_due": True})
-    assert error(both) == "invalid_arguments"
-    assert error(await tools.call(OWNER, "update_task", {"task_id": str(star)})) == "invalid_arguments"
+    assert error_code(both) == "invalid_arguments"
+    assert error_code(await tools.call(OWNER, "update_task", {"task_id": str(star)})) == "invalid_arguments"
 
 
 async def test_complete_task_moves_an_open_task_to_done_once(tools: Tools) -> None:
@@ -365,15 +355,15 @@ async def test_complete_task_moves_an_open_task_to_done_once(tools: Tools) -> No
     assert result["task"]["status"] == "done"
 
     again = await tools.call(MEMBER, "complete_task", {"task_id": str(star)})
-    assert error(again) == "invalid_state"
+    assert error_code(again) == "invalid_state"
     assert "it is done" in again.envelope["error"]["message"]
     assert again.envelope["error"]["hint"] == "It is already done; nothing to change."
     dismissed = (await listed(tools, MEMBER, status="dismissed"))[0]
     refused = await tools.call(MEMBER, "complete_task", {"task_id": dismissed["id"]})
-    assert error(refused) == "invalid_state"
+    assert error_code(refused) == "invalid_state"
     assert "reopen_task" in refused.envelope["error"]["hint"]
     globex_task = str(tools.entity("globex:task:Send Jane Cooper the renewal quote"))
-    assert error(await tools.call(MEMBER, "complete_task", {"task_id": globex_task})) == "not_found"
+    assert error_code(await tools.call(MEMBER, "complete_task", {"task_id": globex_task})) == "not_found"
 
 
 async def test_dismiss_and_reopen_follow_the_task_state_machine(tools: Tools) -> None:
@@ -387,14 +377,14 @@ async def test_dismiss_and_reopen_follow_the_task_state_machine(tools: Tools) ->
     assert preview["changes"] == {"status": {"from": "dismissed", "to": "open"}}
     assert rows[star].keys() == {"status", "updated_at"}
     assert result["task"]["status"] == "open"
-    assert error(await tools.call(MEMBER, "reopen_task", {"task_id": str(star)})) == "invalid_state"
+    assert error_code(await tools.call(MEMBER, "reopen_task", {"task_id": str(star)})) == "invalid_state"
 
     done = (await listed(tools, MEMBER, status="done"))[0]
     refused = await tools.call(MEMBER, "dismiss_task", {"task_id": done["id"]})
-    assert error(refused) == "invalid_state"
+    assert error_code(refused) == "invalid_state"
     preview, _, rows = await confirmed(tools, MEMBER, "reopen_task", {"task_id": done["id"]})
     assert preview["changes"] == {"status": {"from": "done", "to": "open"}}
     [row] = rows.values()
     assert (row["status"], row["completed_at"]) == ("open", None)
     globex_task = str(tools.entity("globex:task:Send Jane Cooper the renewal quote"))
-    assert error(await tools.call(MEMBER, "dismiss_task", {"task_id": globex_task})) == "not_found"
+    assert error_code(await tools.call(MEMBER, "dismiss_task", {"task_id": globex_task})) == "not_found"

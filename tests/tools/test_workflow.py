@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 
 import sqlalchemy as sa
 
-from tests.tools.conftest import Tools
+from tests.tools.conftest import Tools, data, error
 from vernis.db.crm import Plan, PlanTemplate
 from vernis.db.models import AuditEntry, table_of
 
@@ -25,18 +25,6 @@ STEPS = [
     {"day": 0, "channel": "sms", "action": "Text the aftercare tips"},
     {"day": 30, "channel": "task", "action": "Offer a touch-up appointment"},
 ]
-
-
-def data(outcome: Any) -> dict[str, Any]:
-    assert outcome.status == "ok", outcome.envelope
-    result: dict[str, Any] = outcome.envelope["data"]
-    return result
-
-
-def error(outcome: Any) -> dict[str, Any]:
-    assert outcome.status == "error", outcome.envelope
-    result: dict[str, Any] = outcome.envelope["error"]
-    return result
 
 
 async def table_rows(tools: Tools, table: sa.Table) -> list[dict[str, Any]]:

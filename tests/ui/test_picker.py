@@ -7,21 +7,18 @@ import uuid
 
 from playwright.async_api import expect
 
+from tests.data import store_of
 from tests.fixtures.server import Vernis
 from tests.ui.conftest import UI
-from vernis.db.engine import create_engine
 from vernis.db.models import MessageRole
-from vernis.services.persistence import ConversationStore
 
 
 async def add_conversations(vernis: Vernis, titles: list[str], email: str = "member@acme.test") -> list[str]:
     """Stored conversations with one exchange each, the last of `titles` the most recent."""
     member_id = vernis.seed.members[email]
     organization_id = vernis.seed.organizations[email.split("@")[1].removesuffix(".test")]
-    engine = create_engine(vernis.settings.database_url)
     ids = []
-    try:
-        store = ConversationStore(engine)
+    async with store_of(vernis) as store:
         for title in titles:
             conversation = await store.create_conversation(member_id, organization_id)
             await store.add_message(conversation.id, MessageRole.USER, f"Question about {title}")
@@ -30,8 +27,6 @@ async def add_conversations(vernis: Vernis, titles: list[str], email: str = "mem
             ids.append(str(conversation.id))
             # Distinct update times, so the order is the order of creation.
             await asyncio.sleep(0.002)
-    finally:
-        await engine.dispose()
     return ids
 
 

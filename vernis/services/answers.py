@@ -34,7 +34,7 @@ from vernis.services.assistant import (
     UsageAdded,
     run_loop,
 )
-from vernis.services.hub import EventHub
+from vernis.services.hub import EventHub, publish_event
 from vernis.services.llm import ChatModel
 from vernis.services.persistence import ConversationStore
 from vernis.services.registry import ToolRunner
@@ -72,7 +72,6 @@ class RunningAnswer:
     completion_tokens: int = 0
     started_at: float = field(default_factory=time.monotonic)
     first_token_at: float | None = None
-    stop_requested: bool = False
     task: asyncio.Task[None] | None = None
     _inserted: bool = False
     _dirty: bool = False
@@ -120,7 +119,6 @@ class AnswerService:
         answer = self._running.get(conversation_id)
         if answer is None or answer.task is None or answer.task.done():
             return False
-        answer.stop_requested = True
         answer.task.cancel()
         return True
 
@@ -236,8 +234,7 @@ class AnswerService:
         return emit
 
     def _publish(self, conversation_id: UUID, event: protocol.Event) -> None:
-        message_id = event.message_id if isinstance(event, protocol.AssistantStart) else None
-        self._hub.publish(conversation_id, protocol.numbered(event), event.type, message_id=message_id)
+        publish_event(self._hub, conversation_id, event)
 
     async def _flush_periodically(self, answer: RunningAnswer) -> None:
         while not answer._done.is_set():

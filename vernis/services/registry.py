@@ -240,10 +240,10 @@ class ToolRunner:
         except orjson.JSONDecodeError:
             return raw
 
-    def key(self, call: ToolCall) -> tuple[str, str]:
-        arguments = self.parse_arguments(call.arguments)
-        canonical = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode()
-        return call.name, canonical
+    @staticmethod
+    def key(name: str, arguments: Any) -> tuple[str, str]:
+        """Identical calls share a key: the tool and its arguments with keys sorted."""
+        return name, orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode()
 
     async def run_round(
         self,
@@ -258,8 +258,9 @@ class ToolRunner:
         """
 
         async def one(call: ToolCall) -> ToolOutcome:
-            started(call, self.parse_arguments(call.arguments))
-            outcome = await self.run(call)
+            arguments = self.parse_arguments(call.arguments)
+            started(call, arguments)
+            outcome = await self.run(call, arguments)
             completed(outcome)
             return outcome
 
@@ -277,11 +278,13 @@ class ToolRunner:
             outcomes[index] = task.result()
         return [outcome for outcome in outcomes if outcome is not None]
 
-    async def run(self, call: ToolCall) -> ToolOutcome:
-        key = self.key(call)
+    async def run(self, call: ToolCall, arguments: Any = None) -> ToolOutcome:
+        """Run one call; `arguments` are its parsed arguments when the caller has them already."""
+        if arguments is None:
+            arguments = self.parse_arguments(call.arguments)
+        key = self.key(call.name, arguments)
         count = self._counts.get(key, 0) + 1
         self._counts[key] = count
-        arguments = self.parse_arguments(call.arguments)
         if count > MAX_REPEATS:
             return ToolOutcome(
                 call.call_id,

@@ -12,7 +12,7 @@ import logging
 import re
 from uuid import UUID
 
-from vernis.services.hub import EventHub
+from vernis.services.hub import EventHub, publish_event
 from vernis.services.llm import ChatModel, ChatRequest, collect
 from vernis.services.persistence import ConversationStore
 from vernis.ws import protocol
@@ -105,4 +105,4 @@ class TitleService:
             logger.exception("storing the title failed")
             return
         event = protocol.TitleUpdated(conversation_id=conversation_id, title=title)
-        self._hub.publish(conversation_id, protocol.numbered(event), event.type)
+        publish_event(self._hub, conversation_id, event)

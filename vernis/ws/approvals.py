@@ -83,13 +83,12 @@ async def confirm_tool(connection: Connection, command: protocol.ConfirmTool) ->
     await approvals.update_stored_call(approval.message_id, approval.call_id, status=status, result=envelope)
     # The model reads the outcome from storage with the next message.
     services.windows.discard(approval.conversation_id)
-    event = protocol.ToolCallCompleted(
-        call_id=approval.call_id,
-        tool_name=approval.tool_name,
-        status=status,
-        result=envelope,
+    connection.publish(
+        approval.conversation_id,
+        protocol.ToolCallCompleted(
+            call_id=approval.call_id,
+            tool_name=approval.tool_name,
+            status=status,
+            result=envelope,
+        ),
     )
-    build = protocol.numbered(event)
-    seq = services.hub.publish(approval.conversation_id, build, event.type)
-    if connection.conversation is None or connection.conversation.id != approval.conversation_id:
-        connection.put(build(seq))

@@ -15,6 +15,7 @@ from vernis.db.models import MessageRole
 from vernis.exceptions import RateLimited, ResponseInProgress
 from vernis.services.answers import AnswerSpec
 from vernis.services.assistant import LoopSettings
+from vernis.services.hub import publish_event
 from vernis.services.persistence import DuplicateClientMessage
 from vernis.services.prompt import PromptParts, build_system_prompt
 from vernis.services.registry import ToolContext, ToolRunner
@@ -66,7 +67,7 @@ async def send_user_message(connection: Connection, command: protocol.UserMessag
         window = services.windows.build(conversation.id, ())
         first_exchange = True
         created = protocol.ConversationCreated(conversation_id=conversation.id)
-        hub.publish(conversation.id, protocol.numbered(created), created.type)
+        publish_event(hub, conversation.id, created)
     elif conversation.message_count >= settings.rollover_messages:
         # 4. Rollover: continue in a new conversation linked to the full one, with the same context.
         previous = conversation
@@ -83,7 +84,7 @@ async def send_user_message(connection: Connection, command: protocol.UserMessag
         loaded = protocol.ConversationLoaded(
             conversation_id=conversation.id, title=None, rolled_over_from=previous.id
         )
-        hub.publish(conversation.id, protocol.numbered(loaded), loaded.type)
+        publish_event(hub, conversation.id, loaded)
     if window is None:
         window = services.windows.get(conversation.id) or services.windows.build(
             conversation.id, await store.messages(conversation.id, last=settings.window_messages)

@@ -26,6 +26,7 @@ from vernis.auth import Claims
 from vernis.exceptions import ClientError, NotFound
 from vernis.logs import set_conversation
 from vernis.runtime import Services
+from vernis.services.hub import publish_event
 from vernis.services.permissions import ASSISTANT_USE
 from vernis.services.persistence import ConversationInfo, MemberInfo
 from vernis.ws import protocol
@@ -48,11 +49,6 @@ class ConnectionState(enum.Enum):
     OPEN = "open"
     CLOSING = "closing"
     CLOSED = "closed"
-
-
-class InvalidState(RuntimeError):
-    def __init__(self, expected: ConnectionState, actual: ConnectionState) -> None:
-        super().__init__(f"connection is {actual.value}, expected {expected.value}")
 
 
 class Connection:
@@ -205,6 +201,13 @@ class Connection:
     def send(self, event: protocol.Event) -> None:
         self.put(protocol.encode(event))
 
+    def publish(self, conversation_id: UUID, event: protocol.Event) -> None:
+        """Publish an event of a conversation to every socket showing it, this one included even when
+        it shows another (it acted on the conversation from the picker)."""
+        _, frame = publish_event(self.services.hub, conversation_id, event)
+        if self.conversation is None or self.conversation.id != conversation_id:
+            self.put(frame)
+
     def send_error(self, code: str, message: str, retry_after_ms: int | None = None) -> None:
         self.send(protocol.ErrorEvent(code=code, message=message, retry_after_ms=retry_after_ms))
 
@@ -330,12 +333,7 @@ class Connection:
         )
         if renamed is None or renamed.title is None:
             raise NotFound()
-        event = protocol.TitleUpdated(conversation_id=renamed.id, title=renamed.title)
-        build = protocol.numbered(event)
-        seq = self.services.hub.publish(renamed.id, build, event.type)
-        if self.conversation is None or self.conversation.id != renamed.id:
-            # Not showing it (renamed from the picker): the hub did not deliver it here.
-            self.put(build(seq))
+        self.publish(renamed.id, protocol.TitleUpdated(conversation_id=renamed.id, title=renamed.title))
 
     async def _delete(self, conversation_id: UUID) -> None:
         services = self.services

@@ -28,6 +28,13 @@ class SlidingWindow:
         self._clock = clock
 
     def hit(self) -> int | None:
+        retry_after = self.peek()
+        if retry_after is None:
+            self._hits.append(self._clock())
+        return retry_after
+
+    def peek(self) -> int | None:
+        """Like `hit()` without recording: would an event be refused now?"""
         now = self._clock()
         horizon = now - self.limit.seconds
         hits = self._hits
@@ -35,17 +42,6 @@ class SlidingWindow:
             hits.popleft()
         if len(hits) >= self.limit.count:
             return max(1, math.ceil((hits[0] - horizon) * 1000))
-        hits.append(now)
-        return None
-
-    def peek(self) -> int | None:
-        """Like `hit()` without recording: would an event be refused now?"""
-        now = self._clock()
-        horizon = now - self.limit.seconds
-        while self._hits and self._hits[0] <= horizon:
-            self._hits.popleft()
-        if len(self._hits) >= self.limit.count:
-            return max(1, math.ceil((self._hits[0] - horizon) * 1000))
         return None
 
 
