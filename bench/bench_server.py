@@ -1,14 +1,22 @@
-"""Whole-server figures: memory per idle socket, and deltas relayed to many concurrent answers.
+"""What one Vernis process keeps up with, measured the way users run it, beside a bare relay.
 
-    python bench/bench_server.py [--idle 1000] [--answers 50] [--words 400]
+    python bench/bench_server.py [--seconds 15] [--streams 200] [--idle 5000]
 
-Runs `vernis serve` in a child process (SQLite in a temporary directory, demo data seeded) against
-the scripted model in another child process, then, from this process:
-1. opens `--idle` sockets and reports the server's resident memory per open socket;
-2. starts `--answers` answers at once, each streaming `--words` deltas, reads them all on real
-   websockets clients, and reports deltas per second delivered and the server's CPU time per delta
-   (user + system time of the server process, so a slow client does not flatter the figure).
-Figures depend on the machine and its load; run it on a quiet one and compare runs, not absolutes.
+- `vernis serve --demo` runs as its own process pinned to core 0 (taskset), on SQLite, with the demo's
+  real prompt and its 40 CRM tools (45-90 KB per request); every client is its own member (a host
+  token with a string `sub`), owner of the demo organization, on its own growing conversation.
+- An OpenAI-compatible server (`bench/model_server.py`) streams the answers over HTTP to the real
+  `openai` client inside Vernis: paced (one token every 20 ms, 50 tokens/s, as models send them) or in
+  bursts (as fast as the socket takes them). It runs on core 1, with the WebSocket clients.
+- The clients are real `websockets` clients in a closed loop: send, read to `assistant_end`, send again.
+- The same load then runs against `bench/relay.py`, the floor: the same request relayed with the
+  `openai` client's raw stream, one frame per delta, nothing else.
+
+Figures: delivered deltas/s (and the share of what the model offered), the latency Vernis adds to a
+delta (client receipt minus the stamp the model server wrote into the token), server CPU per delta
+from /proc (fixed costs included), the fixed CPU per answer (from two answer lengths), the time to
+first token Vernis adds for one user, and the server's memory per idle socket. Run on a quiet
+machine and compare with the relay's figures of the same run; absolute figures move with the machine.
 """
 
 from __future__ import annotations
@@ -17,28 +25,27 @@ import argparse
 import asyncio
 import contextlib
 import os
+import resource
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 import orjson
+import uvloop
 from websockets.asyncio.client import ClientConnection, connect
 
-ROOT = Path(__file__).resolve().parent.parent
+from vernis.identity import issue_token
 
-SCRIPTED = """
-import sys, uvicorn
-from vernis.scripted import Reply, ScriptedModel
-words = int(sys.argv[2])
-model = ScriptedModel()
-model.add(Reply(" ".join(f"w{n}" for n in range(words)), frames_per_write=8), match="stream", times=None)
-uvicorn.run(model.app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
-"""
+ROOT = Path(__file__).resolve().parent.parent
+SECRET = "bench-secret-that-is-long-enough-for-hs256"
+SERVER_CORE, LOAD_CORE = 0, 1
 
 
 def free_port() -> int:
@@ -46,6 +53,10 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def now_us() -> int:
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
 
 
 def rss_kib(pid: int) -> int:
@@ -60,126 +71,317 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+LOGS = Path(tempfile.mkdtemp(prefix="vernis-bench-logs-"))
+
+
 @contextlib.contextmanager
-def process(args: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    child = subprocess.Popen(args, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def process(args: list[str], env: dict[str, str], core: int) -> Iterator[subprocess.Popen[bytes]]:
+    log = (LOGS / f"{Path(args[1]).stem}-{time.monotonic_ns()}.log").open("wb")
+    child = subprocess.Popen(
+        ["taskset", "-c", str(core), *args], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT
+    )
+    child.log = log.name  # type: ignore[attr-defined]
     try:
         yield child
     finally:
         child.terminate()
         try:
-            child.wait(10)
+            child.wait(15)
         except subprocess.TimeoutExpired:
             child.kill()
+            child.wait()
+        log.close()
 
 
-async def wait_ready(url: str) -> None:
+def tail(child: subprocess.Popen[bytes]) -> str:
+    return Path(child.log).read_text()[-3000:]  # type: ignore[attr-defined]
+
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if "model name" in line:
+            return line.split(":", 1)[1].strip()
+    return "unknown CPU"
+
+
+async def wait_ready(url: str, child: subprocess.Popen[bytes]) -> None:
     async with httpx.AsyncClient() as http:
-        for _ in range(300):
+        for _ in range(600):
+            if child.poll() is not None:
+                raise RuntimeError(f"{url}: the server exited: {tail(child)}")
             with contextlib.suppress(httpx.HTTPError):
-                if (await http.get(url)).status_code == 200:
+                if (await http.get(url)).status_code < 500:
                     return
             await asyncio.sleep(0.1)
     raise RuntimeError(f"{url} never became ready")
 
 
-async def opened(url: str, token: str) -> ClientConnection:
-    ws = await connect(url, additional_headers={"Authorization": f"Bearer {token}"}, open_timeout=30)
-    while orjson.loads(await ws.recv())["type"] != "history_end":
-        pass
-    return ws
+@dataclass
+class Target:
+    name: str
+    ws_url: str
+    pid: int
+    vernis: bool
+
+    def token(self, n: int) -> str:
+        return issue_token(SECRET, sub=f"bench-{n}", org="acme", role="owner", name=f"Bench {n}", ttl=7200)
+
+    async def open(self, n: int) -> ClientConnection:
+        headers = {"Authorization": f"Bearer {self.token(n)}"} if self.vernis else {}
+        ws = await connect(self.ws_url, additional_headers=headers, open_timeout=60, max_size=2**22)
+        if self.vernis:
+            while orjson.loads(await ws.recv())["type"] != "history_end":
+                pass
+        return ws
 
 
-async def one_answer(ws: ClientConnection) -> int:
-    await ws.send('{"type": "new_conversation"}')
-    while orjson.loads(await ws.recv())["type"] != "history_end":
-        pass
-    await ws.send('{"type": "user_message", "content": "stream please"}')
-    deltas = 0
-    while True:
-        event = orjson.loads(await ws.recv())
-        if event["type"] == "text_delta":
-            deltas += 1
-        elif event["type"] == "assistant_end":
-            return deltas
-        elif event["type"] == "error":
-            raise RuntimeError(event)
+@dataclass
+class Tally:
+    deltas: int = 0
+    answers: int = 0
+    latencies: list[int] = field(default_factory=list)
+    first_token: list[int] = field(default_factory=list)
+    measuring: bool = False
 
 
-def prepare(env: dict[str, str]) -> str:
-    """Seed the demo data and return a member's token (before anything is timed)."""
-    subprocess.run(
-        [sys.executable, "-m", "vernis", "seed-demo"], env=env, cwd=ROOT, check=True, capture_output=True
-    )
-    result = subprocess.run(
-        [sys.executable, "-m", "vernis", "token", "member@acme.test"],
-        env=env,
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-    )
-    return result.stdout.decode().strip()
+async def converse(
+    ws: ClientConnection, tally: Tally, stop: asyncio.Event, answers: int | None = None
+) -> None:
+    """Closed loop: a message, its answer to the end, the next message."""
+    done = 0
+    while not stop.is_set() and (answers is None or done < answers):
+        sent = now_us()
+        await ws.send('{"type": "user_message", "content": "How are my contacts doing this week?"}')
+        first = True
+        while True:
+            event = orjson.loads(await ws.recv())
+            kind = event["type"]
+            if kind == "text_delta":
+                received = now_us()
+                content: str = event["content"]
+                if tally.measuring:
+                    tally.deltas += 1
+                    for word in content.split():
+                        if word[0] == "t":
+                            tally.latencies.append(received - int(word[1:]))
+                if first:
+                    first = False
+                    words = content.split()
+                    arrived = next(int(w[1:]) for w in words if w[0] == "r")
+                    emitted = next(int(w[1:]) for w in words if w[0] == "t")
+                    if tally.measuring:
+                        tally.first_token.append((received - sent) - (emitted - arrived))
+            elif kind == "assistant_end":
+                break
+            elif kind == "error":
+                raise RuntimeError(event)
+        done += 1
+        if tally.measuring:
+            tally.answers += 1
+
+
+async def load(
+    target: Target, clients: int, seconds: float, warmup: float, first_member: int
+) -> tuple[Tally, float]:
+    """`clients` conversations in a closed loop; returns what was delivered in `seconds` and the server's CPU."""
+    sockets = await asyncio.gather(*(target.open(first_member + n) for n in range(clients)))
+    tally, stop = Tally(), asyncio.Event()
+    tasks = [asyncio.create_task(converse(ws, tally, stop)) for ws in sockets]
+    await asyncio.sleep(warmup)
+    tally.measuring = True
+    cpu = cpu_seconds(target.pid)
+    await asyncio.sleep(seconds)
+    tally.measuring = False
+    cpu = cpu_seconds(target.pid) - cpu
+    stop.set()
+    await asyncio.wait(tasks, timeout=30)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
+    return tally, cpu
+
+
+async def answers_cpu(target: Target, clients: int, answers: int, first_member: int) -> float:
+    """Server CPU per answer for `clients` x `answers` answers run to completion."""
+    sockets = await asyncio.gather(*(target.open(first_member + n) for n in range(clients)))
+    tally, stop = Tally(), asyncio.Event()
+    await asyncio.gather(*(converse(ws, tally, stop, 1) for ws in sockets))  # warm
+    cpu = cpu_seconds(target.pid)
+    await asyncio.gather(*(converse(ws, tally, stop, answers) for ws in sockets))
+    cpu = cpu_seconds(target.pid) - cpu
+    await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
+    return cpu / (clients * answers)
+
+
+def pct(values: list[int], q: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))] / 1000
+
+
+@dataclass
+class Figures:
+    paced_share: float = 0.0
+    paced_rate: float = 0.0
+    p50: float = 0.0
+    p99: float = 0.0
+    burst_rate: float = 0.0
+    paced_cpu_us: float = 0.0
+    fixed_ms: float = 0.0
+    ttft_ms: float = 0.0
+    idle_kib: float = 0.0
+
+
+async def measure(target: Target, model: ModelServers, args: argparse.Namespace) -> Figures:
+    figures = Figures()
+    members = iter(range(0, 10**6, 1000))
+    print(f"[{target.name}] paced: {args.streams} streams x 100 tokens at 50 tokens/s", flush=True)
+    await model.use(tokens=100, pace=0.02)
+    tally, cpu = await load(target, args.streams, args.seconds, args.warmup, next(members))
+    offered = args.streams * 50
+    figures.paced_rate = tally.deltas / args.seconds
+    figures.paced_share = figures.paced_rate / offered
+    figures.p50, figures.p99 = pct(tally.latencies, 0.5), pct(tally.latencies, 0.99)
+    figures.paced_cpu_us = cpu / max(1, tally.deltas) * 1e6
+
+    print(f"[{target.name}] burst: 50 streams x 100 tokens", flush=True)
+    await model.use(tokens=100, pace=0)
+    tally, _ = await load(target, 50, args.seconds, args.warmup, next(members))
+    figures.burst_rate = tally.deltas / args.seconds
+
+    print(f"[{target.name}] fixed cost: answers of 10 and 200 tokens", flush=True)
+    await model.use(tokens=10, pace=0)
+    short = await answers_cpu(target, 20, 10, next(members))
+    await model.use(tokens=200, pace=0)
+    long = await answers_cpu(target, 20, 10, next(members))
+    per_delta = (long - short) / 190
+    figures.fixed_ms = (short - 10 * per_delta) * 1000
+
+    print(f"[{target.name}] time to first token: one user", flush=True)
+    await model.use(tokens=5, pace=0.02)
+    sockets = [await target.open(next(members))]
+    tally = Tally(measuring=True)
+    await converse(sockets[0], tally, asyncio.Event(), 40)
+    await sockets[0].close()
+    figures.ttft_ms = statistics.median(tally.first_token) / 1000
+
+    print(f"[{target.name}] memory: {args.idle} idle sockets", flush=True)
+    base = next(members) * 10
+    warm = [await target.open(base + n) for n in range(20)]
+    await asyncio.sleep(1)
+    before = rss_kib(target.pid)
+    idle: list[ClientConnection] = []
+    for start in range(0, args.idle, 250):
+        idle += await asyncio.gather(
+            *(target.open(base + 100 + n) for n in range(start, min(args.idle, start + 250)))
+        )
+    await asyncio.sleep(2)
+    figures.idle_kib = (rss_kib(target.pid) - before) / args.idle
+    await asyncio.gather(*(ws.close() for ws in [*idle, *warm]), return_exceptions=True)
+    return figures
+
+
+class ModelServers:
+    """The model server, restarted with other settings between scenarios (on the load core)."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.port = free_port()
+        self.env = env
+        self._stack = contextlib.ExitStack()
+        self._child: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    async def use(self, *, tokens: int, pace: float) -> None:
+        self.close()
+        args = [
+            sys.executable,
+            "bench/model_server.py",
+            str(self.port),
+            "--tokens",
+            str(tokens),
+            "--pace",
+            str(pace),
+        ]
+        self._child = self._stack.enter_context(process(args, self.env, LOAD_CORE))
+        await wait_ready(f"http://127.0.0.1:{self.port}/v1/models", self._child)
+
+    def close(self) -> None:
+        self._stack.close()
+        self._stack = contextlib.ExitStack()
+
+
+def table(vernis: Figures, relay: Figures) -> str:
+    def row(label: str, unit: str, ours: float, floor: float, fmt: str = "{:,.1f}") -> str:
+        ratio = f"{ours / floor:.2f}" if floor else "-"
+        return f"| {label} | {fmt.format(ours)} {unit} | {fmt.format(floor)} {unit} | {ratio} |"
+
+    lines = [
+        "| figure | Vernis | bare relay | ratio |",
+        "|---|---:|---:|---:|",
+        f"| paced, 200 x 50 tok/s: delivered | {vernis.paced_share:.0%} ({vernis.paced_rate:,.0f}/s) "
+        f"| {relay.paced_share:.0%} ({relay.paced_rate:,.0f}/s) | |",
+        row("paced: added latency p50", "ms", vernis.p50, relay.p50),
+        row("paced: added latency p99", "ms", vernis.p99, relay.p99),
+        row("burst, 50 x 100 tokens: deltas/s", "", vernis.burst_rate, relay.burst_rate, "{:,.0f}"),
+        row("server CPU per paced delta (fixed included)", "µs", vernis.paced_cpu_us, relay.paced_cpu_us),
+        row("fixed CPU per answer", "ms", vernis.fixed_ms, relay.fixed_ms, "{:,.2f}"),
+        row("added time to first token, one user (p50)", "ms", vernis.ttft_ms, relay.ttft_ms, "{:,.2f}"),
+        row("memory per idle socket", "KiB", vernis.idle_kib, relay.idle_kib),
+    ]
+    return "\n".join(lines)
 
 
 async def main(args: argparse.Namespace) -> None:
+    os.sched_setaffinity(0, {LOAD_CORE})
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 4 * args.idle + 4096)), hard))
     data = Path(tempfile.mkdtemp(prefix="vernis-bench-"))
-    scripted_port, port = free_port(), free_port()
+    base_env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    model = ModelServers(base_env)
+    await model.use(tokens=100, pace=0.02)
     env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
+        **base_env,
         "VERNIS_DATABASE_URL": f"sqlite+aiosqlite:///{data / 'vernis.db'}",
-        "VERNIS_JWT_SECRET": "bench-secret-that-is-long-enough-for-hs256",
-        "VERNIS_LLM_BASE_URL": f"http://127.0.0.1:{scripted_port}/v1",
-        "VERNIS_LLM_MODEL": "vernis-scripted",
-        "VERNIS_TITLE_MODEL": "vernis-scripted-title",
+        "VERNIS_JWT_SECRET": SECRET,
+        "VERNIS_LLM_BASE_URL": model.base_url,
+        "VERNIS_LLM_API_KEY": "bench",
+        "VERNIS_LLM_MODEL": "bench",
         "VERNIS_RATE_LIMIT": "100000/60",
         "VERNIS_MEMBER_RATE_LIMIT": "100000/60",
         "VERNIS_FLOOD_LIMIT": "100000/10",
-        "VERNIS_MAX_SOCKETS_PER_MEMBER": str(args.idle + args.answers + 10),
+        "VERNIS_MAX_SOCKETS_PER_MEMBER": "100000",
         "VERNIS_LOG_LEVEL": "WARNING",
     }
-    token = prepare(env)
-    scripted_cmd = [sys.executable, "-c", SCRIPTED, str(scripted_port), str(args.words)]
-    server_cmd = [sys.executable, "-m", "vernis", "serve", "--port", str(port)]
-    with process(scripted_cmd, env), process(server_cmd, env) as server:
-        await wait_ready(f"http://127.0.0.1:{port}/readyz")
-        await wait_ready(f"http://127.0.0.1:{scripted_port}/v1/models")
-        url = f"ws://127.0.0.1:{port}/api/assistant/ws"
-
-        warm = await opened(url, token)
-        await one_answer(warm)
-        await asyncio.sleep(0.5)
-        before = rss_kib(server.pid)
-        idle = [await opened(url, token) for _ in range(args.idle)]
-        await asyncio.sleep(1.0)
-        after = rss_kib(server.pid)
-        print(
-            f"idle sockets: {args.idle}, server RSS {before} → {after} KiB: {(after - before) / args.idle:.1f} KiB per socket"
-        )
-        for ws in idle:
-            await ws.close()
-
-        clients = [await opened(url, token) for _ in range(args.answers)]
-        cpu_before = cpu_seconds(server.pid)
-        started = time.perf_counter()
-        counts = await asyncio.gather(*(one_answer(ws) for ws in clients))
-        elapsed = time.perf_counter() - started
-        cpu = cpu_seconds(server.pid) - cpu_before
-        total = sum(counts)
-        print(
-            f"{args.answers} concurrent answers x {args.words} deltas: {total} deltas in {elapsed:.2f} s = "
-            f"{total / elapsed:,.0f} deltas/s delivered; server CPU {cpu:.2f} s = {cpu / total * 1e6:.1f} µs per delta "
-            f"(storage writes included)"
-        )
-        for ws in [*clients, warm]:
-            await ws.close()
+    vernis_port, relay_port = free_port(), free_port()
+    try:
+        serve = [sys.executable, "-m", "vernis", "serve", "--demo", "--port", str(vernis_port)]
+        with process(serve, env, SERVER_CORE) as server:
+            await wait_ready(f"http://127.0.0.1:{vernis_port}/readyz", server)
+            target = Target("vernis", f"ws://127.0.0.1:{vernis_port}/api/assistant/ws", server.pid, True)
+            ours = await measure(target, model, args)
+        relay_cmd = [sys.executable, "bench/relay.py", str(relay_port), model.base_url]
+        with process(relay_cmd, base_env, SERVER_CORE) as relay:
+            await wait_ready(f"http://127.0.0.1:{relay_port}/", relay)
+            target = Target("relay", f"ws://127.0.0.1:{relay_port}/ws", relay.pid, False)
+            floor = await measure(target, model, args)
+    finally:
+        model.close()
+    print(
+        f"\n{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores ({cpu_model()}), Python {sys.version.split()[0]}"
+    )
+    print(table(ours, floor))
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--idle", type=int, default=1000)
-    parser.add_argument("--answers", type=int, default=50)
-    parser.add_argument("--words", type=int, default=400)
-    asyncio.run(main(parser.parse_args()))
+    parser.add_argument("--seconds", type=float, default=15.0, help="how long each load is measured")
+    parser.add_argument("--warmup", type=float, default=5.0, help="load before measuring starts")
+    parser.add_argument("--streams", type=int, default=200, help="concurrent paced answers")
+    parser.add_argument("--idle", type=int, default=5000, help="idle sockets for the memory figure")
+    uvloop.run(main(parser.parse_args()))

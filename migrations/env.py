@@ -22,8 +22,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 from sqlmodel import SQLModel
 
-import vernis.db.crm  # registers the CRM tables on SQLModel.metadata
-import vernis.db.models  # noqa: F401  (registers the tables on SQLModel.metadata)
+import vernis.db.models  # noqa: F401  (registers the core tables on SQLModel.metadata)
 from vernis.db.engine import create_engine
 
 # Any constant shared by every Vernis instance; it names the lock, "vernis" in ASCII.

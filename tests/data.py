@@ -5,16 +5,31 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.fixtures.server import Vernis
 from vernis.db.engine import create_engine
-from vernis.db.models import Member, Notification, table_of
+from vernis.db.models import Member, table_of
 from vernis.services.persistence import ConversationStore
+from vernis_crm.models import Notification
 
-__all__ = ["add_notification", "database", "is_read", "store_of"]
+__all__ = ["DemoMember", "add_notification", "database", "demo_member", "is_read", "store_of"]
+
+
+@dataclass(frozen=True)
+class DemoMember:
+    """A seeded demo member's internal ids, as the server's database holds them."""
+
+    id: uuid.UUID
+    organization_id: uuid.UUID
+
+
+def demo_member(vernis: Vernis, email: str = "member@acme.test") -> DemoMember:
+    slug = email.split("@")[1].removesuffix(".test")
+    return DemoMember(vernis.seed.members[email], vernis.seed.organizations[slug])
 
 
 @asynccontextmanager

@@ -15,7 +15,6 @@ import jwt
 import pytest
 
 from vernis.db.migrate import head_revision
-from vernis.db.seed import demo_id
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET = "cli-test-secret-that-is-long-enough-for-hs256"
@@ -61,7 +60,7 @@ def seeded_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
     database = directory / "vernis.db"
     result = vernis("seed-demo", env=environment(database), cwd=directory)
     assert result.returncode == 0, result.stderr
-    assert "inserted=0" not in result.stdout
+    assert "rows added" in result.stdout
     return database
 
 
@@ -101,19 +100,19 @@ def test_seed_demo_is_idempotent(database: Path) -> None:
     again = vernis("seed-demo", env=environment(database), cwd=database.parent)
     assert again.returncode == 0, again.stderr
     assert counts(database) == before
-    assert "inserted=0" in again.stdout
+    assert "crm: demo data ready (already seeded)" in again.stdout
 
 
 def test_token_decodes_to_the_member_with_the_requested_ttl(database: Path) -> None:
-    """`vernis token owner@acme.test --ttl 60` prints one HS256 JWT for that member and organization, expiring in 60 s."""
+    """`vernis token owner@acme.test --ttl 60` prints one HS256 JWT naming the demo member as the demo host does, expiring in 60 s."""
     before = time.time()
     result = vernis("token", "owner@acme.test", "--ttl", "60", env=environment(database), cwd=database.parent)
     assert result.returncode == 0, result.stderr
     token = result.stdout.strip()
     assert result.stdout == token + "\n"
     claims = jwt.decode(token, SECRET, algorithms=["HS256"])
-    assert claims["sub"] == str(demo_id("member", "owner@acme.test"))
-    assert claims["org"] == str(demo_id("organization", "acme"))
+    assert (claims["sub"], claims["org"], claims["role"]) == ("owner@acme.test", "acme", "owner")
+    assert (claims["name"], claims["email"]) == ("Dana Whitfield", "owner@acme.test")
     assert before + 60 - 2 <= claims["exp"] <= time.time() + 60 + 1
 
 
@@ -123,12 +122,12 @@ def test_token_for_unknown_email_fails_clearly(database: Path) -> None:
     assert result.returncode == 1
     assert result.stdout == ""
     assert "nobody@acme.test" in result.stderr
-    assert "no member" in result.stderr
+    assert "no demo member" in result.stderr
     assert "Traceback" not in result.stderr
 
 
 def test_development_secret_is_generated_once_beside_the_database(database: Path, tmp_path: Path) -> None:
-    """Without VERNIS_JWT_SECRET a secret is written once to <data dir>/.vernis/jwt-secret (0600) and reused."""
+    """In demo mode without VERNIS_JWT_SECRET a secret is written once to <data dir>/.vernis/jwt-secret (0600) and reused."""
     env = environment(database, secret=None)
     elsewhere = tmp_path / "cwd"
     elsewhere.mkdir()
@@ -147,6 +146,99 @@ def test_development_secret_is_generated_once_beside_the_database(database: Path
     assert second.returncode == 0, second.stderr
     assert secret_file.read_text().strip() == secret
     for token in (first.stdout.strip(), second.stdout.strip()):
-        assert jwt.decode(token, secret, algorithms=["HS256"])["sub"] == str(
-            demo_id("member", "member@acme.test")
-        )
+        assert jwt.decode(token, secret, algorithms=["HS256"])["sub"] == "member@acme.test"
+
+
+def test_token_for_host_ids_carries_the_claims_given(tmp_path: Path) -> None:
+    """`vernis token --sub --org --role --name --email` signs a host token with those string ids; no database needed."""
+    env = environment(tmp_path / "none.db")
+    result = vernis(
+        "token", "--sub", "u-42", "--org", "tenant-7", "--role", "agent", "--name", "Ada", "--email", "ada@x.test",
+        env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    claims = jwt.decode(result.stdout.strip(), SECRET, algorithms=["HS256"])
+    assert {k: claims[k] for k in ("sub", "org", "role", "name", "email")} == {
+        "sub": "u-42",
+        "org": "tenant-7",
+        "role": "agent",
+        "name": "Ada",
+        "email": "ada@x.test",
+    }
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_token_without_a_secret_names_the_setting(tmp_path: Path) -> None:
+    """Outside the demo, `vernis token` with no VERNIS_JWT_SECRET exits 2 and says which setting signs tokens."""
+    result = vernis(
+        "token", "--sub", "u", "--org", "o", env=environment(tmp_path / "x.db", secret=None), cwd=tmp_path
+    )
+    assert result.returncode == 2
+    assert "VERNIS_JWT_SECRET" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / ".vernis").exists()
+
+
+def test_serve_in_product_mode_refuses_to_start_without_a_way_to_verify_tokens(tmp_path: Path) -> None:
+    """`vernis serve` with no secret, public key or JWKS exits 2 naming the three settings, and serves nothing."""
+    result = vernis("serve", "--port", "1", env=environment(tmp_path / "v.db", secret=None), cwd=tmp_path)
+    assert result.returncode == 2
+    for setting in ("VERNIS_JWT_SECRET", "VERNIS_JWT_PUBLIC_KEY", "VERNIS_JWKS_URL"):
+        assert setting in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "v.db").exists()
+
+
+def test_demo_binds_beyond_loopback_only_when_asked(tmp_path: Path) -> None:
+    """`vernis serve --demo --host 0.0.0.0` is refused (exit 2, naming --demo-public) before anything is served."""
+    result = vernis("serve", "--demo", "--host", "0.0.0.0", env=environment(tmp_path / "v.db"), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "--demo-public" in result.stderr
+    assert not (tmp_path / "v.db").exists()
+
+
+def test_check_config_lists_the_tools_each_role_gets(tmp_path: Path) -> None:
+    """`vernis check-config` with the CRM toolkit and a configured role lists, per role, the tools a member gets."""
+    config = tmp_path / "vernis.toml"
+    config.write_text(
+        '[assistant]\nname = "Ada"\n[roles.receptionist]\npermissions = ["assistant:use", "contact:list"]\n'
+        '[[toolkits]]\nname = "crm"\n'
+    )
+    env = environment(tmp_path / "v.db") | {"VERNIS_CONFIG": str(config)}
+    result = vernis("check-config", env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "assistant: Ada" in lines
+    assert "toolkits: crm (40 tools)" in lines
+    assert "  receptionist: search_contacts" in lines
+    viewer = next(line for line in lines if line.startswith("  viewer: "))
+    assert "search_contacts" in viewer
+    assert "create_contact" not in viewer
+    owner = next(line for line in lines if line.startswith("  owner: "))
+    assert len(owner.split(", ")) == 40
+    assert lines[-1] == "configuration is valid"
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ('[assistant]\nnmae = "Ada"\n', "assistant.nmae: unknown key"),
+        ("[roles.agent]\npermissions = 3\n", "roles.agent.permissions"),
+        ('[[toolkits]]\nname = "nope"\n', "no toolkit named 'nope'"),
+        ('[[pages]]\nroute = "/tickets"\nentity_type = "ticket"\n', "pages.0.route"),
+        ("[assistant\n", "not valid TOML"),
+        (
+            '[[toolkits]]\nname = "crm"\n[[toolkits]]\nname = "crm"\nkey = "${NOT_SET_ANYWHERE}"\n',
+            "NOT_SET_ANYWHERE",
+        ),
+    ],
+)
+def test_bad_configuration_stops_with_the_file_and_key(tmp_path: Path, text: str, named: str) -> None:
+    """An invalid configuration file stops `check-config` (exit 2) with one message naming the file and the key."""
+    config = tmp_path / "vernis.toml"
+    config.write_text(text)
+    env = environment(tmp_path / "v.db") | {"VERNIS_CONFIG": str(config)}
+    result = vernis("check-config", env=env, cwd=tmp_path)
+    assert result.returncode == 2, result.stdout
+    assert named in result.stderr
+    assert "Traceback" not in result.stderr

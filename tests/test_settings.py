@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from vernis.exceptions import ConfigError
 from vernis.settings import DEFAULT_LLM_BASE_URL, RateLimit, Settings, load_settings
 
 SECRET = "settings-test-secret-long-enough-for-hs256"
@@ -190,5 +191,5 @@ def test_redis_url_is_refused_until_several_instances_are_supported() -> None:
     """VERNIS_REDIS_URL set: the app refuses to start with a message naming the setting, rather than run unsafely."""
     from vernis.app import create_app
 
-    with pytest.raises(RuntimeError, match="VERNIS_REDIS_URL"):
+    with pytest.raises(ConfigError, match="VERNIS_REDIS_URL"):
         create_app(load_settings(redis_url="redis://127.0.0.1:6379/0", jwt_secret="x" * 40))

@@ -1,9 +1,15 @@
-"""The HTTP API beside the socket: an organization's AI rules (SPEC §7).
+"""The HTTP API beside the socket, authenticated like it (a Bearer token or the `vernis_token` cookie).
 
-`GET /api/organization/ai-rules` shows the rules to any member; `PUT` replaces them and needs
-`organization:manage_ai_rules` (owners and admins). The system prompt reads them per message, so a
-change applies from the next message on. Authentication is the socket's: a Bearer token or the
-`vernis_token` cookie.
+- `GET /api/assistant/config` (SPEC §14): the assistant's name, whether answers are scripted, and
+  the quick actions this member may use (each with the entity types it belongs to; empty: anywhere;
+  `?entity_type=T`: only those for a page showing a T), and the route patterns that name a page's
+  entity (`pages`: [{route, entity_type}]), which the panel applies to its page's route.
+  A page on an origin of `VERNIS_ALLOWED_ORIGINS` may read it cross-origin (SPEC §11), with its
+  `Authorization` header (the preflight is answered); never with cookies (no
+  `Access-Control-Allow-Credentials`), and no other origin gets CORS headers.
+- `GET /api/organization/ai-rules` shows the organization's AI rules (SPEC §7) to any member; `PUT`
+  replaces them and needs `organization:manage_ai_rules`. The system prompt reads them per message,
+  so a change applies from the next message on.
 """
 
 from __future__ import annotations
@@ -12,46 +18,101 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from vernis.auth import decode_token, extract_token
 from vernis.exceptions import AuthError
-from vernis.runtime import Services
-from vernis.services.permissions import permissions_for
-from vernis.services.persistence import MemberInfo
+from vernis.identity import Identity, extract_token
+from vernis.identity.members import MANAGE_AI_RULES
+from vernis.identity.transport import origin_allowed
+from vernis.services.runtime import Services
 
 __all__ = ["MAX_AI_RULES_CHARS", "api_routes"]
 
 MAX_AI_RULES_CHARS = 4000
+NO_STORE = {"Cache-Control": "no-store"}
+PREFLIGHT = {
+    "Access-Control-Allow-Methods": "GET",
+    "Access-Control-Allow-Headers": "Authorization",
+    "Access-Control-Max-Age": "600",
+}
 
 
 def _error(status: int, code: str, message: str) -> Response:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=NO_STORE)
 
 
-async def _member(request: Request) -> tuple[MemberInfo, frozenset[str]] | Response:
+async def _identity(request: Request) -> Identity | Response:
     services: Services = request.state.services
     headers = {name.lower(): value for name, value in request.headers.items()}
     token = extract_token(headers, [])
     if token is None:
         return _error(401, "unauthenticated", "Send a Bearer token or the vernis_token cookie.")
-    assert services.settings.jwt_secret is not None
     try:
-        claims = decode_token(token, services.settings.jwt_secret, algorithm=services.settings.jwt_algorithm)
+        return await services.identity.authenticate(token)
     except AuthError as exc:
         return _error(401, "unauthenticated", exc.public_message)
-    member = await services.store.get_member(claims.member_id)
-    if member is None or member.removed or member.organization_id != claims.organization_id:
-        return _error(401, "unauthenticated", "Unknown or removed member.")
-    return member, permissions_for(member.role, member.revoked_permissions)
+
+
+def _allowed_origin(request: Request) -> str | None:
+    """The caller's origin when the socket would accept it (`VERNIS_ALLOWED_ORIGINS`, else the
+    server's own), else None."""
+    services: Services = request.state.services
+    origin = request.headers.get("origin")
+    secure = request.url.scheme == "https" or request.headers.get("x-forwarded-proto") == "https"
+    host = request.headers.get("host")
+    if origin is None or not origin_allowed(origin, host, services.settings.allowed_origins, secure=secure):
+        return None
+    return origin
+
+
+async def assistant_config(request: Request) -> Response:
+    origin = _allowed_origin(request)
+    cors = {"Vary": "Origin"} if origin is None else {"Access-Control-Allow-Origin": origin, "Vary": "Origin"}
+    if request.method == "OPTIONS":
+        return Response(status_code=204, headers=cors if origin is None else cors | PREFLIGHT)
+    response = await _assistant_config(request)
+    response.headers.update(cors)
+    return response
+
+
+async def _assistant_config(request: Request) -> Response:
+    services: Services = request.state.services
+    identity = await _identity(request)
+    if isinstance(identity, Response):
+        return identity
+    catalog = services.catalog
+    # `?entity_type=contact`: the actions for a page showing one (the general ones and that type's);
+    # without it, every action this member may use (the client shows a typed one only on its pages).
+    entity_type = request.query_params.get("entity_type")
+    allowed = (
+        catalog.quick_actions_allowed(identity.permissions)
+        if entity_type is None
+        else catalog.quick_actions_for(identity.permissions, entity_type)
+    )
+    actions = [
+        {"label": action.label, "prompt": action.prompt, "entity_types": list(action.entity_types)}
+        for action in allowed
+    ]
+    # The route patterns, so a panel knows which entity a page shows from its route alone (as the
+    # server does for the prompt): the host's first, then the toolkits'.
+    pages = [{"route": page.route, "entity_type": page.entity_type} for page in catalog.pages]
+    return JSONResponse(
+        {
+            "name": catalog.assistant_name,
+            "scripted": services.scripted,
+            "quick_actions": actions,
+            "pages": pages,
+        },
+        headers=NO_STORE,
+    )
 
 
 async def ai_rules(request: Request) -> Response:
     services: Services = request.state.services
-    found = await _member(request)
-    if isinstance(found, Response):
-        return found
-    member, permissions = found
+    identity = await _identity(request)
+    if isinstance(identity, Response):
+        return identity
+    member = identity.member
     if request.method == "PUT":
-        if "organization:manage_ai_rules" not in permissions:
+        if MANAGE_AI_RULES not in identity.permissions:
             return _error(403, "forbidden", "Only the organization's owners and admins change its AI rules.")
         try:
             body = await request.json()
@@ -64,8 +125,11 @@ async def ai_rules(request: Request) -> Response:
             return _error(400, "invalid_request", f"AI rules are at most {MAX_AI_RULES_CHARS:,} characters.")
         await services.store.set_ai_rules(member.organization_id, rules.strip(), member.id)
     rules_text = await services.store.get_ai_rules(member.organization_id)
-    return JSONResponse({"organization_id": str(member.organization_id), "rules": rules_text})
+    return JSONResponse({"rules": rules_text}, headers=NO_STORE)
 
 
 def api_routes() -> list[BaseRoute]:
-    return [Route("/api/organization/ai-rules", ai_rules, methods=["GET", "PUT"])]
+    return [
+        Route("/api/assistant/config", assistant_config, methods=["GET", "OPTIONS"]),
+        Route("/api/organization/ai-rules", ai_rules, methods=["GET", "PUT"]),
+    ]

@@ -1,82 +1,192 @@
 """The starlette application: routes, and the lifespan that owns every shared resource.
 
-`create_app()` connects to nothing; the lifespan opens the database engine and the model client,
-recovers answers a previous process left half-written, and on shutdown stops taking sockets, lets
-running answers finish for `VERNIS_SHUTDOWN_GRACE` seconds and stores whatever is left as stopped.
+`build_catalog()` reads the configuration and loads the toolkits it names (plus the CRM in demo
+mode) and its MCP servers, each a toolkit; `create_app()` checks everything it can before serving
+(tokens can be verified, toolkits fit together) and connects to nothing. The lifespan opens the
+database engine and the model client, starts the toolkits (connecting to the MCP servers), recovers
+answers a previous process left half-written, and on shutdown stops taking sockets, lets running
+answers finish for `VERNIS_SHUTDOWN_GRACE` seconds and stores whatever is left as stopped.
+
+Product mode serves the socket, the API and the embeddable UI, nothing else. Demo mode adds the demo
+toolkits' host pages and login.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
-from starlette.staticfiles import StaticFiles
+from starlette.routing import BaseRoute, Route
+from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocket
 
 from vernis.api import api_routes
-from vernis.context.page import page_resolver
+from vernis.config import ConfigError, HostConfig, load_config
+from vernis.context.page import PageContextResolver
 from vernis.context.window import WindowCache
 from vernis.db.engine import create_engine
-from vernis.runtime import PageResolver, Services
+from vernis.db.transactions import transactions_for
+from vernis.identity.service import IdentityService
+from vernis.identity.tokens import TokenVerifier
 from vernis.services.answers import AnswerService, RunningAnswer
-from vernis.services.approvals import ApprovalService
 from vernis.services.hub import EventHub, MemoryHub
+from vernis.services.limits import MemberRateLimiter
 from vernis.services.llm import ChatModel
 from vernis.services.openai_model import OpenAIChatModel
 from vernis.services.persistence import ConversationStore
-from vernis.services.registry import ToolRegistry, ToolResources
+from vernis.services.runtime import Services
 from vernis.services.titles import TitleService
 from vernis.settings import Settings, load_settings
-from vernis.tools import default_registry
+from vernis.tools import PagePattern, QuickAction, Toolkit, load_toolkits
+from vernis.tools.approvals import ApprovalService
+from vernis.tools.catalog import Catalog
 from vernis.web import web_routes
 from vernis.web.security import SecurityHeaders
-from vernis.ws.endpoint import assistant_socket
-from vernis.ws.limits import MemberRateLimiter
+from vernis.ws.encoder import encode
+from vernis.ws.endpoint import Sockets, assistant_socket
 
-__all__ = ["create_app"]
+if TYPE_CHECKING:
+    from vernis.tools.mcp import McpToolkit
+
+__all__ = [
+    "DEMO_TOOLKIT",
+    "SOCKET_PATH",
+    "SocketFirst",
+    "build_catalog",
+    "create_app",
+    "toolkit_names",
+    "verifier_from",
+]
 
 logger = logging.getLogger("vernis.app")
 
-STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
+SOCKET_PATH = "/api/assistant/ws"
+# The toolkit demo mode adds (SPEC §13).
+DEMO_TOOLKIT = "crm"
+
+
+def toolkit_names(settings: Settings, config: HostConfig) -> list[str]:
+    """The toolkits to load: the configuration's, `VERNIS_TOOLKITS`, and the CRM in demo mode."""
+    names = [entry.name for entry in config.toolkits] + list(settings.toolkits)
+    if settings.demo:
+        names.append(DEMO_TOOLKIT)
+    return list(dict.fromkeys(names))
+
+
+def build_catalog(settings: Settings, config: HostConfig | None = None) -> Catalog:
+    """Everything the toolkits and the configuration bring, checked. Raises `ConfigError` or
+    `ToolkitError` with a message naming the file, key or toolkit at fault."""
+    if config is None:
+        config = load_config(settings.config)
+    where = config.path or "the configuration"
+    toolkits: list[Toolkit[Any]] = load_toolkits(toolkit_names(settings, config))
+    taken = {toolkit.name for toolkit in toolkits}
+    servers: dict[str, McpToolkit] = {}
+    if config.mcp_servers:
+        # Here, not at the top: the MCP SDK takes half a second to import, for products without any.
+        from vernis.tools.mcp import McpToolkit, page_resolver
+    for index, server in enumerate(config.mcp_servers):
+        if server.name in taken:
+            raise ConfigError(
+                f"{where}: mcp_servers.{index}.name: {server.name!r} is already a toolkit's name"
+            )
+        servers[server.name] = McpToolkit(server)
+    pages = []
+    for index, entry in enumerate(config.pages):
+        try:
+            pages.append(PagePattern(entry.route, entry.entity_type))
+        except ValueError as exc:
+            raise ConfigError(f"{where}: pages.{index}.route: {exc}") from None
+        if entry.resolve is not None:
+            owner = config.mcp_server_of(entry.resolve.tool)
+            assert owner is not None, "load_config checked it"
+            servers[owner.name].resolvers[entry.entity_type] = page_resolver(
+                servers[owner.name], entry.resolve
+            )
+    actions = [
+        QuickAction(entry.label, entry.prompt, tuple(entry.entity_types), entry.permission)
+        for entry in config.quick_actions
+    ]
+    catalog = Catalog(
+        [*toolkits, *servers.values()],
+        roles={role: section.permissions for role, section in config.roles.items()},
+        pages=pages,
+        quick_actions=actions,
+        assistant_name=config.assistant.name,
+        instructions=config.assistant.instructions,
+    )
+    for page in pages:
+        if page.entity_type not in catalog.entity_types():
+            logger.warning(
+                "%s: the page %s names the entity type %r, which no toolkit resolves",
+                where,
+                page.route,
+                page.entity_type,
+            )
+    return catalog
+
+
+def verifier_from(settings: Settings) -> TokenVerifier:
+    """The verifier of the host's tokens; raises `ConfigError` naming the settings when none is set."""
+    return TokenVerifier(
+        secret=settings.jwt_secret,
+        public_key=settings.jwt_public_key,
+        jwks_url=settings.jwks_url,
+        issuer=settings.jwt_issuer,
+        audience=settings.jwt_audience,
+        org_claim=settings.jwt_org_claim,
+    )
 
 
 def create_app(
     settings: Settings | None = None,
     *,
     model: ChatModel | None = None,
-    registry: ToolRegistry | None = None,
     hub: EventHub | None = None,
-    resolve_page: PageResolver | None = None,
+    catalog: Catalog | None = None,
     scripted: bool = False,
-) -> Starlette:
-    """Build the app. Arguments left out are made from `settings` when the app starts."""
+) -> SocketFirst:
+    """Build the app. Arguments left out are made from `settings`; a configuration that cannot work
+    raises here (`ConfigError`, `ToolkitError`), before anything is served."""
     settings = settings or load_settings()
     if settings.redis_url and hub is None:
         # Several instances need the shared hub, lease and limits of SPEC §10; in-memory state
         # would silently break one-answer-per-conversation and resume across instances.
-        raise RuntimeError(
+        raise ConfigError(
             "VERNIS_REDIS_URL is set, but this version keeps conversation events, the answer lease and "
             "rate limits in memory, for one instance only. Unset VERNIS_REDIS_URL and run one instance."
         )
+    config = load_config(settings.config)
+    catalog = catalog if catalog is not None else build_catalog(settings, config)
+    verifier = verifier_from(settings)
+    demo_routes: list[BaseRoute] = []
+    if settings.demo:
+        assert settings.jwt_secret is not None, "load_settings() makes a secret in demo mode"
+        for _, demo in catalog.demos:
+            demo_routes.extend(demo.routes(settings.jwt_secret))
+    options = {entry.name: entry.options for entry in config.toolkits}
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
         engine = create_engine(settings.database_url)
-        store = ConversationStore(engine)
+        transactions = transactions_for(engine)
+        store = ConversationStore(engine, transactions=transactions)
+        await catalog.start(engine, options)
         recovered = await store.recover_interrupted()
         if recovered:
             logger.warning("%d answers were interrupted by the last shutdown; marked failed", recovered)
         chat_model = model or _model_from(settings)
-        event_hub = hub or MemoryHub()
+        event_hub = hub or MemoryHub(encode)
+        hub_upkeep = asyncio.create_task(event_hub.run(), name="hub upkeep")
         answers = AnswerService(store=store, hub=event_hub, model=chat_model)
         titles = TitleService(
             model=chat_model, model_name=settings.title_model_name, store=store, hub=event_hub
@@ -96,46 +206,72 @@ def create_app(
             answers=answers,
             titles=titles,
             windows=WindowCache(settings.window_messages),
-            registry=registry if registry is not None else default_registry(),
-            tool_resources=ToolResources(
-                engine=engine, approvals=ApprovalService(engine, settings.approval_ttl)
-            ),
+            catalog=catalog,
+            identity=IdentityService(verifier, engine, catalog.roles),
+            approvals=ApprovalService(engine, settings.approval_ttl),
             member_limiter=MemberRateLimiter(settings.member_rate_limit),
-            resolve_page=resolve_page or page_resolver(engine),
+            pages=PageContextResolver(catalog.pages, catalog.resolvers, catalog.registry.resources),
             scripted=scripted,
         )
         logger.info(
-            "vernis started", extra={"model": settings.chat_model, "llm_base_url": settings.llm_base_url}
+            "vernis started",
+            extra={
+                "model": settings.chat_model,
+                "llm_base_url": settings.llm_base_url,
+                "toolkits": [toolkit.name for toolkit in catalog.toolkits],
+                "demo": settings.demo,
+            },
+        )
+        sockets = Sockets()
+        watch = asyncio.create_task(
+            sockets.watch(services.identity, settings.auth_check_interval), name="socket members watch"
         )
         try:
-            yield {"services": services}
+            yield {"services": services, "sockets": sockets}
         finally:
+            watch.cancel()
             services.draining = True
             await answers.shutdown(settings.shutdown_grace)
             await titles.aclose()
+            hub_upkeep.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await hub_upkeep
             if model is None:
                 await chat_model.aclose()
+            await catalog.stop()
+            await verifier.aclose()
+            await transactions.aclose()
             await engine.dispose()
             logger.info("vernis stopped")
 
     routes: list[BaseRoute] = [
-        WebSocketRoute("/api/assistant/ws", assistant_socket),
         Route("/healthz", healthz),
         Route("/readyz", readyz),
         *api_routes(),
+        *demo_routes,
         *web_routes(),
     ]
-    if STATIC_DIR.is_dir():
-        routes.append(Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"))
     # Every HTTP response carries the security headers (CSP, nosniff, ...); sockets pass through.
-    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(SecurityHeaders)])
+    return SocketFirst(Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(SecurityHeaders)]))
 
 
-async def _sweep(hub: MemoryHub) -> None:
-    """Forget replay windows of conversations nobody has used for a while."""
-    while True:
-        await asyncio.sleep(60)
-        hub.sweep()
+class SocketFirst:
+    """The app as the server runs it: the assistant's socket straight from the server, everything
+    else (HTTP, lifespan) through Starlette and its middleware.
+
+    A socket lives for hours: through the middleware stack it would keep a coroutine frame per layer
+    (about 4.5 KB a socket) and pass every frame it sends through each layer's wrapper. The socket
+    needs none of them (the security headers are for HTTP responses).
+    """
+
+    def __init__(self, app: Starlette) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket" and scope["path"] == SOCKET_PATH:
+            await assistant_socket(WebSocket(scope, receive, send))
+            return
+        await self.app(scope, receive, send)
 
 
 def _model_from(settings: Settings) -> ChatModel:

@@ -1,9 +1,14 @@
 """The `vernis` command (SPEC §13).
 
-vernis serve [--host H] [--port P] [--scripted-model] [--seed-demo]
+vernis serve [--host H] [--port P] [--workers N] [--demo [--demo-public]] [--scripted-model]
 vernis db upgrade
 vernis seed-demo
-vernis token EMAIL [--ttl SECONDS]
+vernis token --sub S --org O [--role R] [--name N] [--email E] [--ttl SECONDS]
+vernis token EMAIL [--ttl SECONDS]            (a demo member)
+vernis check-config
+
+A configuration that cannot work (settings, the host configuration file, a toolkit) stops any
+command with one message naming what to fix, and exit status 2.
 """
 
 from __future__ import annotations
@@ -11,17 +16,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ipaddress
+import logging
 import signal
 import socket
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
+from pydantic import ValidationError
 
+from vernis.exceptions import ConfigError
 from vernis.settings import Settings, load_settings
 
+if TYPE_CHECKING:
+    from vernis.tools.catalog import Catalog
+
 __all__ = ["main", "uvicorn_options"]
+
+logger = logging.getLogger("vernis.cli")
 
 
 def uvicorn_options(settings: Settings) -> dict[str, Any]:
@@ -29,9 +43,14 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
 
     uvicorn's own defaults allow 16 MiB frames and per-message deflate (a small frame can inflate a
     thousandfold); the sans-I/O websockets implementation is the fastest and leanest here and sends
-    keepalive pings itself (a missed pong closes with 1011).
+    keepalive pings itself (a missed pong closes with 1011). uvloop and httptools are declared
+    dependencies, chosen here rather than left to whatever happens to be installed.
     """
     return {
+        # uvloop's event loop and httptools' parser: the event loop's polling alone was an eighth of
+        # the CPU per streamed delta on the plain asyncio loop (PERF-NOTES).
+        "loop": "uvloop",
+        "http": "httptools",
         "ws": "websockets-sansio",
         "ws_max_size": settings.max_frame_bytes,
         "ws_per_message_deflate": False,
@@ -52,11 +71,10 @@ class _SideServer(uvicorn.Server):
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from vernis.app import create_app
-    from vernis.db.migrate import upgrade
+    from vernis.app import build_catalog, create_app
     from vernis.logs import configure_logging
 
-    overrides: dict[str, Any] = {}
+    overrides: dict[str, Any] = {"demo": True} if args.demo else {}
     scripted_socket = None
     if args.scripted_model:
         from vernis.scripted import SCRIPTED_CHAT_MODEL, SCRIPTED_TITLE_MODEL
@@ -65,7 +83,7 @@ def _serve(args: argparse.Namespace) -> int:
         # (which drains its own connections) does not cut answers off mid-stream.
         scripted_socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         scripted_socket.bind(("127.0.0.1", 0))
-        overrides = {
+        overrides |= {
             "llm_base_url": f"http://127.0.0.1:{scripted_socket.getsockname()[1]}/v1",
             "llm_api_key": "scripted",
             "llm_model": SCRIPTED_CHAT_MODEL,
@@ -73,11 +91,28 @@ def _serve(args: argparse.Namespace) -> int:
         }
     settings = load_settings(**overrides)
     configure_logging(settings.log_level, settings.log_format)
-    asyncio.run(upgrade(settings.database_url))
-    if args.seed_demo:
-        _seed(settings)
+    if args.workers > 1 and not settings.redis_url:
+        raise ConfigError(
+            f"--workers {args.workers}: several processes must share conversation events, answer leases "
+            "and limits through Redis: set VERNIS_REDIS_URL (and a PostgreSQL VERNIS_DATABASE_URL)"
+        )
+    if args.workers > 1:
+        raise ConfigError("--workers above 1 needs the Redis hub, which this version does not have yet")
+    if settings.demo and not _loopback(args.host) and not args.demo_public:
+        raise ConfigError(
+            f"--host {args.host}: the demo lets anyone who reaches it act as any demo member; it binds "
+            "to a loopback address only, unless you add --demo-public"
+        )
+    catalog = build_catalog(settings)
+    app = create_app(settings, catalog=catalog, scripted=scripted_socket is not None)
+    _migrate(settings, catalog)
+    if settings.demo:
+        logger.warning(
+            "DEMO MODE: the demo login at /login signs a token for any demo member, for anyone who "
+            "reaches this server. Never expose it; run `vernis serve` without --demo for a product."
+        )
+        _seed(settings, catalog)
 
-    app = create_app(settings, scripted=scripted_socket is not None)
     config = uvicorn.Config(
         app,
         host=args.host,
@@ -95,11 +130,13 @@ def _serve(args: argparse.Namespace) -> int:
         server.run()
         return 0
 
-    from vernis.scripted import ScriptedModel
-    from vernis.scripted.demo import demo_scenarios
+    from vernis.scripted import ScriptedModel, default_scenarios
 
+    scenarios = (
+        [scenario for _, demo in catalog.demos for scenario in demo.scenarios()] if settings.demo else []
+    )
     # Paced like a real model, so streaming can be seen.
-    scripted = ScriptedModel(chunk_delay=0.03, scenarios=demo_scenarios())
+    scripted = ScriptedModel(chunk_delay=0.03, scenarios=scenarios or default_scenarios())
     side = _SideServer(uvicorn.Config(scripted.app, log_config=None, log_level="warning", lifespan="off"))
 
     async def both() -> None:
@@ -114,71 +151,162 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _migrate(settings: Settings, catalog: Catalog) -> None:
+    from vernis.db.migrate import upgrade
+
+    asyncio.run(upgrade(settings.database_url, branches=catalog.migrations))
+
+
 def _stopped_gracefully(signum: int, frame: object) -> None:
     """Runs after uvicorn's own SIGTERM handling has shut the server down."""
 
 
-def _seed(settings: Settings) -> None:
+def _seed(settings: Settings, catalog: Catalog) -> None:
     from vernis.db.engine import create_engine
-    from vernis.db.seed import seed_demo
 
     async def run() -> None:
         engine = create_engine(settings.database_url)
         try:
-            result = await seed_demo(engine)
+            for name, demo in catalog.demos:
+                print(f"{name}: {await demo.seed(engine)}", flush=True)
         finally:
             await engine.dispose()
-        print(f"demo data ready: {result}")
 
     asyncio.run(run())
 
 
 def _db_upgrade(args: argparse.Namespace) -> int:
-    from vernis.db.migrate import upgrade
+    from vernis.app import build_catalog
 
     settings = load_settings()
-    asyncio.run(upgrade(settings.database_url))
+    _migrate(settings, build_catalog(settings))
     print("database is at the latest revision")
     return 0
 
 
 def _seed_demo(args: argparse.Namespace) -> int:
-    from vernis.db.migrate import upgrade
+    from vernis.app import build_catalog
 
-    settings = load_settings()
-    asyncio.run(upgrade(settings.database_url))
-    _seed(settings)
+    settings = load_settings(demo=True)
+    catalog = build_catalog(settings)
+    _migrate(settings, catalog)
+    _seed(settings, catalog)
     return 0
 
 
 def _token(args: argparse.Namespace) -> int:
-    from vernis.auth import issue_token
-    from vernis.db.engine import create_engine
-    from vernis.services.persistence import ConversationStore
+    from vernis.identity import issue_token
 
-    settings = load_settings()
+    settings = load_settings(demo=True) if args.email else load_settings()
+    if not settings.jwt_secret:
+        raise ConfigError("vernis token signs with VERNIS_JWT_SECRET (HS256), which is not set")
+    if args.email:
+        if args.sub or args.org:
+            raise ConfigError("vernis token: give either a demo member's EMAIL or --sub and --org, not both")
+        claims = _demo_claims(settings, args.email)
+        if claims is None:
+            print(
+                f"vernis: no demo member with e-mail {args.email!r} (run `vernis seed-demo`)", file=sys.stderr
+            )
+            return 1
+    elif args.sub and args.org:
+        claims = {
+            "sub": args.sub,
+            "org": args.org,
+            "role": args.role,
+            "name": args.name,
+            "email": args.email_claim,
+        }
+    else:
+        raise ConfigError("vernis token: give --sub and --org (the host's user and organization ids)")
+    print(
+        issue_token(
+            settings.jwt_secret,
+            ttl=args.ttl,
+            issuer=settings.jwt_issuer,
+            audience=settings.jwt_audience,
+            org_claim=settings.jwt_org_claim,
+            **claims,
+        )
+    )
+    return 0
+
+
+def _demo_claims(settings: Settings, email: str) -> dict[str, Any] | None:
+    import sqlalchemy as sa
+
+    from vernis.db.engine import create_engine
+    from vernis.db.models import Member, Organization, table_of
+
+    member, organization = table_of(Member), table_of(Organization)
+    query = (
+        sa.select(
+            member.c.external_id,
+            organization.c.external_id.label("org"),
+            member.c.role,
+            member.c.name,
+            member.c.email,
+        )
+        .join(organization, organization.c.id == member.c.organization_id)
+        .where(sa.func.lower(member.c.email) == email.strip().lower(), member.c.removed_at.is_(None))
+    )
 
     async def find() -> Any:
         engine = create_engine(settings.database_url)
         try:
-            return await ConversationStore(engine).get_member_by_email(args.email)
+            async with engine.connect() as connection:
+                return (await connection.execute(query)).first()
         finally:
             await engine.dispose()
 
-    member = asyncio.run(find())
-    if member is None or member.removed:
-        print(f"vernis: no member with e-mail {args.email!r}", file=sys.stderr)
-        return 1
-    assert settings.jwt_secret is not None
-    print(
-        issue_token(
-            member.id,
-            member.organization_id,
-            settings.jwt_secret,
-            ttl=args.ttl,
-            algorithm=settings.jwt_algorithm,
-        )
-    )
+    row = asyncio.run(find())
+    if row is None:
+        return None
+    return {"sub": row.external_id, "org": row.org, "role": row.role, "name": row.name, "email": row.email}
+
+
+def _check_config(args: argparse.Namespace) -> int:
+    from vernis.app import build_catalog, verifier_from
+    from vernis.config import load_config
+    from vernis.tools.mcp import McpToolkit
+
+    settings = load_settings()
+    config = load_config(settings.config)
+    catalog = build_catalog(settings, config)
+    verifier_from(settings)
+    servers = [toolkit for toolkit in catalog.toolkits if isinstance(toolkit, McpToolkit)]
+    wait = 5.0
+
+    async def probe_all() -> list[str | None]:
+        # Each server once, all at once, briefly: their tools join the catalog; a down one says why.
+        return await asyncio.gather(*(server.probe(wait) for server in servers))
+
+    down = asyncio.run(probe_all()) if servers else []
+    print(f"configuration: {config.path or 'none (no vernis.toml): the defaults'}")
+    print(f"assistant: {catalog.assistant_name}")
+    names = ", ".join(f"{t.name} ({len(t.tools)} tools)" for t in catalog.toolkits) or "none"
+    print(f"toolkits: {names}")
+    if servers:
+        print(f"MCP servers (each given at most {wait:g} s to answer):")
+    for server, reason in zip(servers, down, strict=True):
+        permission = server.entry.tool_permission
+        if reason is None:
+            print(f"  {server.name}: up, {len(server.tools)} tools (permission {permission})")
+        else:
+            print(f"  {server.name}: DOWN ({reason}); Vernis would start without its tools")
+    print("tools by role (for tokens without a `permissions` claim):")
+    for role, tools in catalog.tools_by_role().items():
+        print(f"  {role}: {', '.join(tools) if tools else '(none)'}")
+    print("configuration is valid")
     return 0
 
 
@@ -189,10 +317,19 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="apply migrations, then serve")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--workers", type=int, default=1, help="server processes (above 1 needs Redis)")
+    serve.add_argument(
+        "--demo",
+        action="store_true",
+        default=None,
+        help="demo mode: the CRM toolkit, its demo data, demo pages and login (also VERNIS_DEMO=1)",
+    )
+    serve.add_argument(
+        "--demo-public", action="store_true", help="let the demo bind to an address beyond loopback"
+    )
     serve.add_argument(
         "--scripted-model", action="store_true", help="answer with the built-in scripted model (offline demo)"
     )
-    serve.add_argument("--seed-demo", action="store_true", help="load the demo data first (idempotent)")
     serve.set_defaults(handler=_serve)
 
     db = commands.add_parser("db", help="database schema")
@@ -203,16 +340,36 @@ def build_parser() -> argparse.ArgumentParser:
         handler=_seed_demo
     )
 
-    token = commands.add_parser("token", help="print a token for a member")
-    token.add_argument("email")
+    token = commands.add_parser("token", help="print a token signed with VERNIS_JWT_SECRET")
+    token.add_argument("email", nargs="?", help="a demo member's e-mail (instead of --sub and --org)")
+    token.add_argument("--sub", help="the host's user id")
+    token.add_argument("--org", help="the host's organization id")
+    token.add_argument("--role", help="the user's role (its permissions come from the role table)")
+    token.add_argument("--name", help="the user's name")
+    token.add_argument("--email", dest="email_claim", help="the user's e-mail")
     token.add_argument("--ttl", type=int, default=12 * 3600, help="seconds until it expires (default 12 h)")
     token.set_defaults(handler=_token)
+
+    commands.add_parser(
+        "check-config", help="validate the configuration and toolkits; list the tools each role gets"
+    ).set_defaults(handler=_check_config)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    code: int = args.handler(args)
+    try:
+        code: int = args.handler(args)
+    except ConfigError as exc:
+        print(f"vernis: {exc}", file=sys.stderr)
+        return 2
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"VERNIS_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}"
+            for e in exc.errors(include_url=False, include_input=False)
+        )
+        print(f"vernis: invalid settings: {problems}", file=sys.stderr)
+        return 2
     return code
 
 

@@ -15,6 +15,9 @@
             ├── LLMStalled          no chunk within the stall timeout
             └── LLMTruncated        the stream ended without a finish_reason
 
+Apart from that tree, `ConfigError` stops the start: the configuration (settings, the host
+configuration file, a toolkit) cannot work, and its message names the setting, file or key to fix.
+
 `code` is the wire error code; `public_message` is the only text a user ever sees: never `str()` of
 an arbitrary exception, which may carry SQL, stack details or another tenant's data.
 """
@@ -24,6 +27,7 @@ from __future__ import annotations
 __all__ = [
     "AuthError",
     "ClientError",
+    "ConfigError",
     "Forbidden",
     "InvalidMessage",
     "LLMError",
@@ -37,6 +41,10 @@ __all__ = [
     "ResponseInProgress",
     "VernisError",
 ]
+
+
+class ConfigError(ValueError):
+    """Vernis cannot start as configured; the message names the setting, file or key and the fix."""
 
 
 class VernisError(Exception):

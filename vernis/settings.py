@@ -50,8 +50,19 @@ class Settings(BaseSettings):
 
     database_url: str = "sqlite+aiosqlite:///./vernis.db"
     redis_url: str | None = None
-    jwt_secret: str | None = None
-    jwt_algorithm: str = "HS256"
+    jwt_secret: str | None = Field(default=None, repr=False)
+    # PEM text of the host's public key (RS256, ES256 or EdDSA), or the path of a PEM file.
+    jwt_public_key: str | None = Field(default=None, repr=False)
+    jwks_url: str | None = None
+    jwt_issuer: str | None = None
+    jwt_audience: str | None = None
+    jwt_org_claim: str = "org"
+    # Demo mode (SPEC §13): the CRM toolkit, its demo data, demo host pages and login.
+    demo: bool = False
+    # The host configuration file (SPEC §14); `./vernis.toml` when present and this is unset.
+    config: Path | None = None
+    # Comma-separated toolkit entry-point names, added to the configuration's.
+    toolkits: Annotated[list[str], NoDecode] = Field(default_factory=list)
     allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     llm_base_url: str | None = None
@@ -88,6 +99,13 @@ class Settings(BaseSettings):
             return [origin.strip().rstrip("/") for origin in value.split(",") if origin.strip()]
         return value
 
+    @field_validator("toolkits", mode="before")
+    @classmethod
+    def _split_names(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [name.strip() for name in value.split(",") if name.strip()]
+        return value
+
     @field_validator("rate_limit", "member_rate_limit", "flood_limit", mode="before")
     @classmethod
     def _parse_rate(cls, value: object) -> object:
@@ -122,8 +140,8 @@ def load_settings(**overrides: object) -> Settings:
     """Build the settings and resolve the defaults that depend on the environment.
 
     With no `VERNIS_LLM_BASE_URL`, an `OPENAI_API_KEY` selects OpenAI; otherwise a local Ollama is
-    the default endpoint. With no `VERNIS_JWT_SECRET`, a secret is generated once per data directory
-    (development only: production sets its own, shared by every instance).
+    the default endpoint. In demo mode with no way to verify tokens configured, a secret is generated
+    once per data directory (the demo login signs with it); the product needs its own.
     """
     settings = Settings(**overrides)  # type: ignore[arg-type]
     openai_key = settings.openai_api_key
@@ -136,7 +154,7 @@ def load_settings(**overrides: object) -> Settings:
             settings.llm_base_url = DEFAULT_LLM_BASE_URL
     if settings.llm_model is None:
         settings.llm_model = "llama3.1"
-    if settings.jwt_secret is None:
+    if settings.demo and not (settings.jwt_secret or settings.jwt_public_key or settings.jwks_url):
         settings.jwt_secret = _development_secret(settings.data_dir)
     return settings
 

@@ -29,19 +29,22 @@ def upgrade() -> None:
         "organization",
         sa.Column("id", sa.Uuid(), nullable=False),
         sa.Column("name", sa.String(length=255), nullable=False),
-        sa.Column("slug", sa.String(length=64), nullable=False),
+        # The host's id of the organization (the token's `org` claim).
+        sa.Column("external_id", sa.String(length=255), nullable=False),
         sa.Column("timezone", sa.String(length=64), nullable=False),
         sa.Column("created_at", _timestamp(), nullable=False),
         sa.PrimaryKeyConstraint("id", name="pk_organization"),
-        sa.UniqueConstraint("slug", name="uq_organization_slug"),
+        sa.UniqueConstraint("external_id", name="uq_organization_external_id"),
     )
     op.create_table(
         "member",
         sa.Column("id", sa.Uuid(), nullable=False),
         sa.Column("organization_id", sa.Uuid(), nullable=False),
-        sa.Column("email", sa.String(length=320), nullable=False),
+        # The host's id of the user (the token's `sub`), unique within the organization.
+        sa.Column("external_id", sa.String(length=255), nullable=False),
+        sa.Column("email", sa.String(length=320), nullable=True),
         sa.Column("name", sa.String(length=255), nullable=False),
-        sa.Column("role", sa.String(length=16), nullable=False),
+        sa.Column("role", sa.String(length=64), nullable=False),
         sa.Column("revoked_permissions", sa.JSON(), server_default=sa.text("'[]'"), nullable=False),
         sa.Column("removed_at", _timestamp(), nullable=True),
         sa.Column("created_at", _timestamp(), nullable=False),
@@ -52,9 +55,8 @@ def upgrade() -> None:
             name="fk_member_organization_id",
             ondelete="CASCADE",
         ),
-        sa.UniqueConstraint("email", name="uq_member_email"),
+        sa.UniqueConstraint("organization_id", "external_id", name="uq_member_organization_id"),
     )
-    op.create_index("ix_member_organization_id", "member", ["organization_id"])
     op.create_table(
         "organization_ai_rules",
         sa.Column("organization_id", sa.Uuid(), nullable=False),

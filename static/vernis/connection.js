@@ -3,7 +3,11 @@
 //
 // States: "connecting" (first attempt), "connected", "reconnecting" (lost, trying again), "offline"
 // (the browser is offline, or several attempts in a row failed; it keeps trying in the background),
-// "signed-out" (the server ended the session: 4401; only a new sign-in helps).
+// "signed-out" (the server ended the session: 4401, and no new token can be had).
+//
+// After a 4401 (token expired or replaced by a bad one), a connection whose host gives tokens
+// (`renewable()`) reconnects at once with a fresh one, at most once per RENEW_INTERVAL_MS: a second
+// 4401 soon after means the host's tokens are not accepted, and it stays signed out.
 
 export const CLOSE_AUTH_EXPIRED = 4401;
 const PROTOCOL = "vernis.v1";
@@ -12,16 +16,20 @@ const BACKOFF_MAX_MS = 15000;
 const OFFLINE_AFTER_FAILURES = 4;
 const IDLE_PING_MS = 25000;
 const PONG_TIMEOUT_MS = 10000;
+const RENEW_INTERVAL_MS = 10000;
 
 export class Connection extends EventTarget {
   /**
    * `url()`: the socket URL to use for the next attempt (it carries the resume position).
    * `protocols()`: the subprotocols to offer (may add `vernis.token.<jwt>`), sync or async.
+   * `renewable()`: whether a new token can be had after a 4401 (the host gives tokens).
    */
-  constructor({ url, protocols = () => [PROTOCOL] }) {
+  constructor({ url, protocols = () => [PROTOCOL], renewable = () => false }) {
     super();
     this.url = url;
     this.protocols = protocols;
+    this.renewable = renewable;
+    this.renewedAt = -Infinity;
     this.state = "connecting";
     this.socket = null;
     this.failures = 0;
@@ -139,6 +147,12 @@ export class Connection extends EventTarget {
       this.socket = null;
       this.clearKeepalive();
       if (close.code === CLOSE_AUTH_EXPIRED) {
+        if (this.renewable() && Date.now() - this.renewedAt > RENEW_INTERVAL_MS) {
+          this.renewedAt = Date.now();
+          this.setState("reconnecting");
+          this.open();
+          return;
+        }
         this.setState("signed-out");
         return;
       }

@@ -1,17 +1,33 @@
 // <vernis-assistant>: the launcher button and the slide-over panel (400 px, or full screen) with
 // the header (title, session picker, new chat, expand, close), the message list and the input bar.
 //
-// It talks to the Vernis server it was loaded from (or the origin in its `server` attribute) and
-// authenticates with the `vernis_token` cookie, or with `element.tokenProvider`, an (async)
-// function returning a token, sent as the subprotocol `vernis.token.<jwt>` (never in the URL).
+// The host page's side of it (SPEC §11):
+// - `server` attribute: the Vernis origin (default: the one this script came from).
+// - `element.getToken = () => Promise<jwt>` (`element.tokenProvider` is its older name): called at
+//   connect, shortly before the token expires (its `exp`, read without verifying), then sent on the
+//   live socket as `authenticate`, and after a 4401 close (then it reconnects). The token travels as
+//   the subprotocol `vernis.token.<jwt>` (never in the URL), as `Authorization: Bearer` over HTTP.
+//   Without it, the `vernis_token` cookie authenticates (same-site hosts).
+// - `element.pageContext = {route, entity_type, entity_id}` (null to unset), else the `entity-type`
+//   / `entity-id` attributes, else the page's route: sent with each message; the quick actions of an
+//   empty conversation follow it.
+// - Events on the element (they bubble out of the shadow root): `vernis:open` (also when the panel
+//   reopens itself on the next page of the same tab), `vernis:close`, and
+//   `vernis:tool-completed` {toolName, status, summary, callId, conversationId} when a tool call ends
+//   ("ok", "error" or "rejected"), so the host refreshes what a write changed.
+// - `theme` attribute ("light", "dark", "auto") and the `--vernis-*` custom properties: assistant.css.
+// - `element.open()`, `element.close()`.
+// The assistant's name and the quick actions of an empty conversation come from the server
+// (`GET /api/assistant/config`); until they arrive, and if they cannot, it is "Vernis" with none.
 // Shortcuts: Ctrl+/ (⌘/ on a Mac) opens and closes it; Escape closes the picker, then the panel.
 
+import { defaultConfig, entityForRoute, fetchConfig, quickActionsFor } from "./config.js";
 import { Connection } from "./connection.js";
 import { h, icon } from "./dom.js";
+import { TokenRefresher, hostEvent, normalizePageContext, toolSummary } from "./host.js";
 import { loadMarkdown } from "./markdown.js";
 import { MessageList } from "./messages.js";
 import { Picker } from "./picker.js";
-import { pageAction, QUICK_ACTIONS } from "./quick-actions.js";
 import { Session } from "./session.js";
 
 const BASE = new URL("./", import.meta.url);
@@ -26,11 +42,34 @@ const CONNECTION_TEXT = {
 };
 
 export class VernisAssistant extends HTMLElement {
+  static observedAttributes = ["entity-type", "entity-id"];
+
   constructor() {
     super();
-    /** Optional: `async () => jwt`, for hosts that do not use the `vernis_token` cookie. */
+    /** Optional, older name of the host's `getToken`: `async () => jwt`. */
     this.tokenProvider = null;
+    this.hostGetToken = null;
+    this.givenPageContext = null;
     this.started = false;
+    this.config = defaultConfig();
+    // Whether `config` is the server's; while it is not, each (re)connection asks again.
+    this.configLoaded = false;
+    this.configRequest = null;
+    this.configAgain = false;
+    // The live socket's token, renewed before it expires (`authenticate`).
+    this.tokens = new TokenRefresher(
+      () => this.hostToken(),
+      (token) => Boolean(this.connection && this.connection.connected && this.connection.send({ type: "authenticate", token })),
+    );
+    // A host may set these before this element's module ran (an inline script after the tag): the
+    // values sit on the instance then, shadowing the class's accessors. Put them through the setters.
+    for (const name of ["getToken", "pageContext"]) {
+      if (Object.prototype.hasOwnProperty.call(this, name)) {
+        const value = this[name];
+        delete this[name];
+        this[name] = value;
+      }
+    }
   }
 
   connectedCallback() {
@@ -38,6 +77,8 @@ export class VernisAssistant extends HTMLElement {
       this.build();
     }
     document.addEventListener("keydown", this.onDocumentKey);
+    // After the host's own code in this task, which may set `getToken` right after adding the element.
+    queueMicrotask(() => this.loadConfig());
     const saved = this.saved();
     if (saved.expanded) {
       this.setExpanded(true, { persist: false });
@@ -49,10 +90,75 @@ export class VernisAssistant extends HTMLElement {
 
   disconnectedCallback() {
     document.removeEventListener("keydown", this.onDocumentKey);
+    this.tokens.stop();
     if (this.connection) {
       this.connection.stop();
       this.connection = null;
       this.started = false;
+    }
+  }
+
+  attributeChangedCallback() {
+    this.pageContextChanged();
+  }
+
+  // --- what the host gives ---------------------------------------------------------------------
+
+  /** The host's token source, `async () => jwt` (SPEC §11); see the top of this file. */
+  get getToken() {
+    return this.hostGetToken;
+  }
+
+  set getToken(provider) {
+    this.hostGetToken = typeof provider === "function" ? provider : null;
+    if (!this.shadowRoot || !this.isConnected) {
+      return;
+    }
+    // Set after the element started: the configuration and the socket may have gone without it.
+    this.loadConfig();
+    if (this.connection && !this.connection.connected) {
+      this.connection.reconnectNow();
+    }
+  }
+
+  /**
+   * What the page shows, as sent with each message: the host's `pageContext` when it set one (its
+   * route, else the page's), else the element's `entity-type` / `entity-id` attributes (or
+   * `data-entity-*` on the element or `<body>`) with the page's route, else what the page's route
+   * names by the server's route patterns (`pages` in the config).
+   */
+  get pageContext() {
+    const given = this.givenPageContext;
+    if (given) {
+      return { route: location.pathname, ...given };
+    }
+    const context = { route: location.pathname };
+    const body = document.body ? document.body.dataset : {};
+    const type = this.getAttribute("entity-type") || this.dataset.entityType || body.entityType;
+    const id = this.getAttribute("entity-id") || this.dataset.entityId || body.entityId;
+    if (type && id) {
+      context.entity_type = type;
+      context.entity_id = id;
+    } else {
+      // Else the entity the route names, by the server's route patterns (as it reads them itself).
+      const found = entityForRoute(this.config.pages || [], location.pathname);
+      if (found) {
+        context.entity_type = found.entityType;
+        context.entity_id = found.entityId;
+      }
+    }
+    return context;
+  }
+
+  set pageContext(value) {
+    this.givenPageContext = normalizePageContext(value);
+    this.pageContextChanged();
+  }
+
+  /** The page changed: an empty conversation shows the quick actions of the new page. */
+  pageContextChanged() {
+    if (this.messages && this.messages.empty) {
+      this.showEmptyState();
     }
   }
 
@@ -70,10 +176,11 @@ export class VernisAssistant extends HTMLElement {
     stylesheet.addEventListener("load", () => (root.hidden = false));
     stylesheet.addEventListener("error", () => (root.hidden = false));
 
+    this.launcherLabel = h("span", { class: "launcher-label" });
     this.launcher = h(
       "button",
-      { type: "button", class: "launcher", "aria-controls": "vernis-panel", "aria-expanded": "false", "aria-keyshortcuts": "Control+/", title: "Ask Vernis (Ctrl+/)" },
-      [icon("chat"), h("span", { class: "launcher-label" }, "Ask Vernis")],
+      { type: "button", class: "launcher", "aria-controls": "vernis-panel", "aria-expanded": "false", "aria-keyshortcuts": "Control+/" },
+      [icon("chat"), this.launcherLabel],
     );
     this.launcher.addEventListener("click", () => this.open());
 
@@ -86,6 +193,8 @@ export class VernisAssistant extends HTMLElement {
       this.connText,
       this.retryButton,
     ]);
+    this.nameElement = h("span", { class: "assistant-name" });
+    this.subline = h("div", { class: "subline" }, [this.nameElement, h("span", { "aria-hidden": "true" }, "·"), this.conn]);
     this.pickerToggle = this.iconButton("list", "Conversations", "picker-toggle", () => this.togglePicker());
     this.pickerToggle.setAttribute("aria-expanded", "false");
     this.pickerToggle.setAttribute("aria-controls", "vernis-picker");
@@ -96,7 +205,7 @@ export class VernisAssistant extends HTMLElement {
 
     this.scriptedNote = h("p", { class: "scripted-note", role: "note", hidden: "" }, [
       h("strong", {}, "Demo mode: "),
-      "answers come from Vernis's scripted model, not from a real AI. They are canned.",
+      "answers come from a scripted model, not from a real AI. They are canned.",
     ]);
 
     this.log = h("div", { class: "log", role: "log", "aria-label": "Conversation", tabindex: "0" });
@@ -114,7 +223,6 @@ export class VernisAssistant extends HTMLElement {
       class: "input",
       rows: "1",
       maxlength: String(MAX_CHARS),
-      placeholder: "Ask about contacts, calls, tasks…",
       "aria-describedby": "vernis-hint",
     });
     this.input.addEventListener("keydown", (event) => {
@@ -143,7 +251,7 @@ export class VernisAssistant extends HTMLElement {
       [
         h("header", { class: "header" }, [
           this.pickerToggle,
-          h("div", { class: "heading" }, [this.titleElement, this.conn]),
+          h("div", { class: "heading" }, [this.titleElement, this.subline]),
           this.newChatButton,
           this.expandButton,
           this.closeButton,
@@ -153,8 +261,10 @@ export class VernisAssistant extends HTMLElement {
         composer,
       ],
     );
-    this.panel.addEventListener("keydown", (event) => {
-      if (event.key === "Escape" && !event.defaultPrevented) {
+    // On the whole component, launcher included: right after Ctrl+/ opens the panel, focus may
+    // still be on the launcher (the input takes it on the next frame).
+    root.addEventListener("keydown", (event) => {
+      if (event.key === "Escape" && this.isOpen && !event.defaultPrevented) {
         event.preventDefault();
         if (this.picker.isOpen) {
           this.closePicker({ focus: true });
@@ -186,6 +296,8 @@ export class VernisAssistant extends HTMLElement {
         }
       }
     };
+    // The name this tab last had from the server: no "Vernis" flashing on each page of the host.
+    this.showName(typeof saved.name === "string" && saved.name ? saved.name : this.config.name);
     this.updateComposer();
   }
 
@@ -202,19 +314,17 @@ export class VernisAssistant extends HTMLElement {
     }
     this.started = true;
     const server = this.serverOrigin;
-    fetch(`${server}/api/assistant/config`, { credentials: "same-origin" })
-      .then((response) => (response.ok ? response.json() : {}))
-      .then((config) => (this.scriptedNote.hidden = !config.scripted))
-      .catch(() => {});
     const render = await loadMarkdown(BASE.href, [location.origin, server]);
     this.messages.setRenderer(render);
     const socketBase = `${server.replace(/^http/, "ws")}/api/assistant/ws`;
     this.connection = new Connection({
       url: () => socketBase + this.session.socketQuery(),
       protocols: async () => {
-        const token = this.tokenProvider ? await this.tokenProvider() : null;
+        const token = await this.hostToken();
+        this.tokens.schedule(token);
         return token ? ["vernis.v1", `vernis.token.${token}`] : ["vernis.v1"];
       },
+      renewable: () => this.tokenSource() !== null,
     });
     this.connection.addEventListener("event", (event) => {
       this.session.handle(event.detail);
@@ -222,6 +332,76 @@ export class VernisAssistant extends HTMLElement {
     });
     this.connection.addEventListener("state", (event) => this.connectionState(event.detail));
     this.connection.start();
+  }
+
+  tokenSource() {
+    return this.hostGetToken || (typeof this.tokenProvider === "function" ? this.tokenProvider : null);
+  }
+
+  /** The host's token (`getToken()`, SPEC §11), or null: the `vernis_token` cookie goes instead. */
+  async hostToken() {
+    const provider = this.tokenSource();
+    return provider ? (await provider.call(this)) || null : null;
+  }
+
+  // --- the server's configuration -----------------------------------------------------------------
+
+  /** Ask the server for the name and the quick actions, once at a time, until it has answered. */
+  loadConfig() {
+    if (this.configLoaded) {
+      return;
+    }
+    if (!this.tokenSource() && this.serverOrigin !== location.origin) {
+      // Cookies never go cross-origin: this needs the host's getToken, whose setter calls back.
+      return;
+    }
+    if (this.configRequest) {
+      // The token source changed while a request was out: ask again once it is done.
+      this.configAgain = true;
+      return;
+    }
+    this.configAgain = false;
+    this.configRequest = this.hostToken()
+      .then((token) => fetchConfig(this.serverOrigin, token))
+      .then(
+        (config) => {
+          this.configLoaded = true;
+          this.applyConfig(config);
+        },
+        (error) => console.warn("Vernis: no assistant configuration, so no quick actions", error),
+      )
+      .finally(() => {
+        this.configRequest = null;
+        if (this.configAgain) {
+          this.loadConfig();
+        }
+      });
+  }
+
+  applyConfig(config) {
+    this.config = config;
+    this.showName(config.name);
+    this.persist({ name: config.name });
+    this.scriptedNote.hidden = !config.scripted;
+    if (this.messages.empty) {
+      this.showEmptyState();
+    }
+  }
+
+  /** (Re)draw the empty conversation's welcome; focus on a quick action that went goes to the input. */
+  showEmptyState() {
+    const hadFocus = this.messages.empty !== null && this.messages.empty.contains(this.shadowRoot.activeElement);
+    this.messages.showEmpty(this.emptyState());
+    if (hadFocus) {
+      this.input.focus();
+    }
+  }
+
+  showName(name) {
+    this.launcherLabel.textContent = `Ask ${name}`;
+    this.launcher.title = `Ask ${name} (Ctrl+/)`;
+    this.nameElement.textContent = name;
+    this.input.placeholder = `Message ${name}…`;
   }
 
   // --- open, close, expand -----------------------------------------------------------------------
@@ -235,6 +415,7 @@ export class VernisAssistant extends HTMLElement {
   }
 
   open({ focus = true } = {}) {
+    const wasOpen = this.isOpen;
     this.panel.setAttribute("data-open", "");
     this.launcher.setAttribute("aria-expanded", "true");
     this.persist({ open: true });
@@ -243,14 +424,21 @@ export class VernisAssistant extends HTMLElement {
       // After the panel is visible (it is `visibility: hidden` while closed).
       requestAnimationFrame(() => this.input.focus());
     }
+    if (!wasOpen) {
+      this.dispatchEvent(hostEvent("vernis:open"));
+    }
   }
 
   close() {
+    const wasOpen = this.isOpen;
     this.closePicker();
     this.panel.removeAttribute("data-open");
     this.launcher.setAttribute("aria-expanded", "false");
     this.persist({ open: false });
     this.launcher.focus();
+    if (wasOpen) {
+      this.dispatchEvent(hostEvent("vernis:close"));
+    }
   }
 
   setExpanded(expanded, { persist = true } = {}) {
@@ -338,26 +526,13 @@ export class VernisAssistant extends HTMLElement {
       this.messages.notice(`A message can be at most ${MAX_CHARS.toLocaleString()} characters.`, { kind: "error" });
       return false;
     }
-    if (!this.session.userMessage(content, this.pageContext())) {
+    if (!this.session.userMessage(content, this.pageContext)) {
       this.messages.notice("Not connected: your message was not sent. It will be possible again once reconnected.", { kind: "error" });
       return false;
     }
     this.messages.addUser(content, { pending: true });
     this.updateComposer();
     return true;
-  }
-
-  /** The page the assistant sits on: its path, and the entity it shows when the host says so. */
-  pageContext() {
-    const context = { route: location.pathname };
-    const body = document.body ? document.body.dataset : {};
-    const type = this.getAttribute("entity-type") || this.dataset.entityType || body.entityType;
-    const id = this.getAttribute("entity-id") || this.dataset.entityId || body.entityId;
-    if (type && id) {
-      context.entity_type = type;
-      context.entity_id = id;
-    }
-    return context;
   }
 
   sizeInput() {
@@ -378,8 +553,7 @@ export class VernisAssistant extends HTMLElement {
   }
 
   emptyState() {
-    const actions = QUICK_ACTIONS.slice();
-    const here = pageAction(this.pageContext().entity_type);
+    const { general, page } = quickActionsFor(this.config.quickActions, this.pageContext.entity_type);
     const button = (action, extra = "") => {
       const element = h("button", { type: "button", class: `quick-action ${extra}`.trim() }, action.label);
       element.addEventListener("click", () => {
@@ -392,9 +566,9 @@ export class VernisAssistant extends HTMLElement {
     return h("div", { class: "empty" }, [
       h("div", { class: "empty-mark", "aria-hidden": "true" }, icon("chat")),
       h("h3", { class: "empty-title" }, "How can I help?"),
-      h("p", { class: "empty-text" }, "Ask about your contacts, calls, messages, tasks and plans. I ask before changing anything."),
-      here ? h("ul", { class: "quick-actions page-actions", "aria-label": "About this page" }, [button(here, "page")]) : null,
-      h("ul", { class: "quick-actions", "aria-label": "Quick actions" }, actions.map((action) => button(action))),
+      h("p", { class: "empty-text" }, "Ask me anything about your work here. I ask before changing anything."),
+      page.length ? h("ul", { class: "quick-actions page-actions", "aria-label": "About this page" }, page.map((action) => button(action, "page"))) : null,
+      general.length ? h("ul", { class: "quick-actions", "aria-label": "Quick actions" }, general.map((action) => button(action))) : null,
     ]);
   }
 
@@ -407,6 +581,7 @@ export class VernisAssistant extends HTMLElement {
     this.retryButton.hidden = !(state === "reconnecting" || state === "offline");
     this.panel.setAttribute("data-connection", state);
     if (state === "connected" && previous !== "connected") {
+      this.loadConfig();
       this.session.connected();
       if (this.picker.isOpen) {
         this.session.listConversations();
@@ -472,6 +647,18 @@ export class VernisAssistant extends HTMLElement {
 
   toolCompleted(messageId, event) {
     this.messages.toolCompleted(messageId, event);
+    if (event.status !== "needs_confirmation") {
+      // Waiting for approval is not an end: the host hears of the call once it has run (or not).
+      this.dispatchEvent(
+        hostEvent("vernis:tool-completed", {
+          toolName: event.tool_name,
+          status: event.status,
+          summary: toolSummary(event.status, event.result),
+          callId: event.call_id,
+          conversationId: this.session.conversationId,
+        }),
+      );
+    }
   }
 
   confirmationRequired(messageId, event) {

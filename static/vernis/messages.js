@@ -438,18 +438,23 @@ function formatJson(value) {
   }
 }
 
+// The keys of an object that only names a record: shown by its name. Any other key, and the whole
+// object is shown (an approval must never hide an argument behind a title).
+const NAMING_KEYS = new Set(["id", "name", "title", "label", "created_at"]);
+
 function text(value) {
   if (value === null || value === undefined) {
     return "—";
   }
   if (typeof value === "object") {
-    return value.name || value.title || JSON.stringify(value);
+    const naming = !Array.isArray(value) && Object.keys(value).every((key) => NAMING_KEYS.has(key));
+    return (naming && (value.name || value.title || value.label)) || JSON.stringify(value);
   }
   return String(value);
 }
 
 /** A write's preview: `{action, changes: {field: {from, to}}, <what>: {...}}`, or any JSON. */
-function renderPreview(preview) {
+export function renderPreview(preview) {
   if (!preview || typeof preview !== "object" || Array.isArray(preview)) {
     return h("pre", { class: "tool-json" }, formatJson(preview));
   }

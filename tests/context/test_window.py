@@ -78,3 +78,42 @@ def test_cache_builds_from_stored_messages() -> None:
     window = cache.build(conversation, stored)
     assert [entry.content for entry in window] == ["m2", "m3", "m4", "m5", "m6"]
     assert cache.get(conversation) is window
+
+
+def test_cache_is_bounded_by_the_bytes_it_holds() -> None:
+    """The cache evicts the least recently used windows once the text they hold passes `max_bytes`, not by count."""
+    cache = WindowCache(50, max_bytes=100_000)
+    small = [uuid.uuid4() for _ in range(200)]
+    for conversation in small:
+        cache.build(conversation, [])
+        cache.get(conversation).append(WindowEntry("user", "hi"))  # type: ignore[union-attr]
+    assert len(cache) == 200  # 200 tiny windows fit in 100 KB
+    big = uuid.uuid4()
+    window = cache.build(big, [])
+    for n in range(40):
+        window.append(WindowEntry("assistant", "x" * 2_000, ({"call_id": f"c{n}", "result": "y" * 100},)))
+    # Growing after it was put is accounted: the big window pushed the oldest small ones out.
+    assert cache.get(big) is window
+    assert cache.nbytes <= 100_000
+    assert window.nbytes > 80_000
+    assert cache.get(small[0]) is None
+    assert cache.get(small[-1]) is not None
+
+
+def test_a_window_larger_than_the_cache_is_not_kept() -> None:
+    """A single window bigger than the whole budget is dropped from the cache (rebuilt from storage when needed)."""
+    cache = WindowCache(50, max_bytes=10_000)
+    conversation = uuid.uuid4()
+    window = cache.build(conversation, [])
+    window.append(WindowEntry("user", "x" * 20_000))
+    assert cache.get(conversation) is None
+    assert cache.nbytes == 0
+    assert [entry.content for entry in window] == ["x" * 20_000]
+
+
+def test_bytes_follow_entries_leaving_the_window() -> None:
+    """A full window's byte count drops what its oldest entry held when a new one pushes it out."""
+    window = ConversationWindow(2, [WindowEntry("user", "a" * 1000), WindowEntry("user", "b")])
+    before = window.nbytes
+    window.append(WindowEntry("user", "c"))
+    assert window.nbytes == before - 999

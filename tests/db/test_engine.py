@@ -74,7 +74,7 @@ async def test_session_objects_stay_loaded_after_commit(engine: AsyncEngine) -> 
     """Sessions from `session_factory` keep attributes readable after commit (no lazy reload)."""
     sessions = session_factory(engine)
     async with sessions() as session:
-        organization = Organization(name="Initech", slug="initech")
+        organization = Organization(name="Initech", external_id="initech")
         session.add(organization)
         await session.commit()
         assert organization.name == "Initech"
@@ -89,7 +89,7 @@ async def test_times_come_back_as_utc(engine: AsyncEngine) -> None:
             sa.insert(organizations).values(
                 id=uuid.uuid4(),
                 name="Initech",
-                slug="initech",
+                external_id="initech",
                 timezone="Europe/Berlin",
                 created_at=berlin,
             )
@@ -107,7 +107,7 @@ async def test_naive_times_are_refused(engine: AsyncEngine) -> None:
         with pytest.raises(sa.exc.StatementError, match="naive datetime"):
             await connection.execute(
                 sa.insert(table_of(Organization)).values(
-                    id=uuid.uuid4(), name="Initech", slug="initech", created_at=datetime(2025, 1, 1)
+                    id=uuid.uuid4(), name="Initech", external_id="initech", created_at=datetime(2025, 1, 1)
                 )
             )
 

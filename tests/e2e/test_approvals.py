@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from tests.data import add_notification, database, is_read
 from tests.fixtures.server import Client, Vernis, VernisFactory
 from vernis.scripted import Reply, ScriptedToolCall
-from vernis.tools import all_tools
+from vernis_crm import toolkit as crm_toolkit
 
 
 async def sql(vernis: Vernis, statement: str, **params: Any) -> list[Any]:
@@ -212,7 +212,7 @@ async def test_viewer_is_offered_no_write_tool_and_cannot_run_one(vernis: Vernis
     async with vernis.opened("viewer@acme.test") as client:
         events = await client.answer("mark it read")
     offered = {tool["function"]["name"] for tool in vernis.scripted.requests[0]["tools"]}
-    writes = {tool.name for tool in all_tools() if tool.writes}
+    writes = {tool.name for tool in crm_toolkit.tools if tool.writes}
     assert {"get_notifications", "get_unread_count"} <= offered
     assert not offered & writes
     (completed,) = [e for e in events if e["type"] == "tool_call_completed"]

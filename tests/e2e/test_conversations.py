@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.data import store_of
+from tests.data import demo_member, store_of
 from tests.fixtures.server import Vernis, VernisFactory
 
 
@@ -39,8 +39,7 @@ async def test_rollover_at_50_carries_the_context(vernis_factory: VernisFactory)
         assert len(history) == 50
 
         async with store_of(vernis) as store:
-            member = await store.get_member_by_email("member@acme.test")
-            assert member is not None
+            member = demo_member(vernis)
             new = await store.get_conversation(
                 uuid.UUID(rolled["conversation_id"]), member.id, member.organization_id
             )
@@ -85,8 +84,7 @@ async def test_window_is_rebuilt_from_storage_after_reconnect(vernis: Vernis) ->
 async def test_list_returns_20_most_recent_with_a_cursor(vernis: Vernis) -> None:
     """list_conversations gives the 20 most recently updated, then the rest with next_before."""
     async with store_of(vernis) as store:
-        member = await store.get_member_by_email("member@acme.test")
-        assert member is not None
+        member = demo_member(vernis)
         created = []
         for number in range(23):
             conversation = await store.create_conversation(member.id, member.organization_id)
@@ -118,6 +116,7 @@ async def test_load_rename_delete_and_feedback(vernis: Vernis) -> None:
         await client.send("new_conversation")
         await client.until("history_end")
         await client.answer("about appointments")
+        await client.until("title_updated")  # the second conversation's, before switching away
 
         await client.send("load_conversation", conversation_id=first_id)
         loaded, _, _, end = await client.expect(

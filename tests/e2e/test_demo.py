@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import httpx
 import sqlalchemy as sa
 
 from tests.data import database
 from tests.fixtures.server import Vernis, text_of
-from vernis.db.crm import Contact
 from vernis.db.models import table_of
-from vernis.scripted.demo import demo_scenarios
+from vernis_crm.demo.scripted import demo_scenarios
+from vernis_crm.models import Contact
 
-# The prompts the UI's quick actions send (static/vernis/quick-actions.js), and the tool each calls.
+# The prompts of the CRM toolkit's quick actions (vernis_crm/__init__.py), and the tool each calls.
 QUICK_ACTIONS = [
     ("Search my contacts and show me the ten most recently added ones.", "search_contacts"),
     ("Show me my most recent calls: who called, when, and how each call ended.", "get_recent_calls"),
@@ -60,3 +61,20 @@ async def test_create_contact_quick_action_previews_then_yes_creates_it(vernis: 
             .where(contacts.c.first_name == "Alex", contacts.c.last_name == "Morgan")
         )
     assert count == 1
+
+
+async def test_config_lists_the_quick_actions_for_a_page(vernis: Vernis) -> None:
+    """GET /api/assistant/config?entity_type=contact gives the general actions and the contact's, not another type's."""
+    headers = {"Authorization": f"Bearer {vernis.token('viewer@acme.test')}"}
+    async with httpx.AsyncClient(base_url=vernis.http_url, headers=headers) as http:
+        everywhere = (await http.get("/api/assistant/config")).json()["quick_actions"]
+        contact = (await http.get("/api/assistant/config", params={"entity_type": "contact"})).json()[
+            "quick_actions"
+        ]
+    labels = [action["label"] for action in contact]
+    assert "Summarize this contact" in labels
+    assert "Summarize this call" not in labels
+    assert "Recent calls" in labels
+    assert "Create a new contact" not in labels  # a viewer may not
+    assert {"Summarize this contact", "Summarize this call"} <= {action["label"] for action in everywhere}
+    assert all(not action["entity_types"] or action["entity_types"] == ["contact"] for action in contact)

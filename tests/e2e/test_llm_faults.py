@@ -20,7 +20,8 @@ from tests.fixtures.server import Client, Vernis, VernisFactory, text_of, types_
 from tests.utils import free_port
 from vernis.scripted import SCRIPTED_CHAT_MODEL, Fault, Quirk, Reply, ScriptedToolCall
 from vernis.scripted.scenarios import last_user_text
-from vernis.services.registry import Tool, ToolContext, ToolRegistry
+from vernis.tools import Tool, ToolContext, Toolkit
+from vernis.tools.catalog import Catalog
 
 
 def is_chat(body: Mapping[str, Any]) -> bool:
@@ -304,14 +305,15 @@ class Probe:
     def __init__(self) -> None:
         self.runs: list[str] = []
 
-    async def lookup(self, ctx: ToolContext, args: Query) -> dict[str, Any]:
+    async def lookup(self, ctx: ToolContext[None], args: Query) -> dict[str, Any]:
         self.runs.append(args.q)
         return {"found": args.q}
 
-    def registry(self) -> ToolRegistry:
-        return ToolRegistry(
-            [Tool("lookup_contact", "Contacts", "Find a contact.", Query, "contact:list", False, self.lookup)]
+    def catalog(self) -> Catalog:
+        lookup = Tool(
+            "lookup_contact", "Contacts", "Find a contact.", Query, "contact:list", False, self.lookup
         )
+        return Catalog([Toolkit("probe", tools=[lookup], role_grants={"member": ["contact:list"]})])
 
 
 @pytest.mark.parametrize(
@@ -322,7 +324,7 @@ class Probe:
 async def test_tool_call_quirks_run_the_tool_once(vernis_factory: VernisFactory, quirks: Quirk) -> None:
     """Whole tool calls in one chunk and repeated tool-call chunks give one call with its arguments once, run once."""
     probe = Probe()
-    async with vernis_factory(registry=probe.registry()) as vernis:
+    async with vernis_factory(catalog=probe.catalog()) as vernis:
         call = ScriptedToolCall("lookup_contact", {"q": "Priya Raman"}, call_id="call_q1")
         vernis.scripted.add(Reply(tool_calls=[call], quirks=quirks), match=is_chat)
         vernis.scripted.add("Priya is in your contacts.", match=is_chat)

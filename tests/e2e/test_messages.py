@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import orjson
 
-from tests.data import store_of
+from tests.data import demo_member, store_of
 from tests.fixtures.server import Vernis, VernisFactory, text_of
 from vernis.scripted import Reply
 
 
 async def stored_messages(vernis: Vernis, email: str = "member@acme.test") -> list[tuple[str, str, str]]:
     async with store_of(vernis) as store:
-        member = await store.get_member_by_email(email)
-        assert member is not None
+        member = demo_member(vernis, email)
         conversations, _ = await store.list_conversations(member.id, member.organization_id, limit=100)
         rows = []
         for conversation in reversed(conversations):
@@ -82,8 +81,7 @@ async def test_member_limit_spans_all_sockets(vernis_factory: VernisFactory) -> 
 
 async def stored_ids(vernis: Vernis, email: str = "member@acme.test") -> list[str]:
     async with store_of(vernis) as store:
-        member = await store.get_member_by_email(email)
-        assert member is not None
+        member = demo_member(vernis, email)
         conversations, _ = await store.list_conversations(member.id, member.organization_id)
         return [str(c.id) for c in conversations]
 

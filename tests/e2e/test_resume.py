@@ -21,13 +21,20 @@ async def stored(vernis: Vernis, conversation_id: str) -> list[StoredMessage]:
 
 
 async def wait_for_status(
-    vernis: Vernis, conversation_id: str, status: str, timeout: float = 10
+    vernis: Vernis, conversation_id: str, status: str, timeout: float = 10, *, with_text: bool = False
 ) -> StoredMessage:
+    """The conversation's last message once it is an answer with `status` (and, `with_text`, some text)."""
     async with asyncio.timeout(timeout):
         while True:
             messages = await stored(vernis, conversation_id)
-            if messages and messages[-1].role == "assistant" and messages[-1].status == status:
-                return messages[-1]
+            last = messages[-1] if messages else None
+            if (
+                last
+                and last.role == "assistant"
+                and last.status == status
+                and (last.content or not with_text)
+            ):
+                return last
             await asyncio.sleep(0.05)
 
 
@@ -124,6 +131,7 @@ async def test_after_seq_outside_the_window_reloads_everything(vernis: Vernis) -
     """A resume the server cannot serve exactly gives the full history with resumed: false."""
     async with vernis.opened() as client:
         events = await client.answer("hello")
+        await client.until("title_updated")
         conversation_id = events[0]["conversation_id"]
         await client.send("load_conversation", conversation_id=conversation_id, after_seq=1)
         loaded, _, assistant, end = await client.expect(
@@ -159,7 +167,10 @@ async def test_partial_answer_is_flushed_while_streaming(vernis: Vernis) -> None
     async with vernis.opened() as client:
         await client.send("user_message", content="a long one")
         events = await client.until("text_delta")
-        message = await wait_for_status(vernis, events[0]["conversation_id"], "streaming", timeout=2.5)
+        # Its row exists from the start (empty); within about a second it holds the text so far.
+        message = await wait_for_status(
+            vernis, events[0]["conversation_id"], "streaming", timeout=2.5, with_text=True
+        )
         assert message.content
         assert WORDS.startswith(message.content)
         assert message.id == uuid.UUID(events[1]["message_id"])

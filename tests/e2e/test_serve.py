@@ -29,9 +29,9 @@ from websockets.exceptions import ConnectionClosed
 
 from tests.fixtures.server import Client, text_of
 from tests.utils import free_port, run_server
-from vernis.auth import issue_token
-from vernis.db.seed import demo_id
+from vernis.identity import issue_token
 from vernis.scripted import Reply, ScriptedModel
+from vernis_crm.demo.seed import demo_id
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "serve-test-secret-that-is-long-enough-for-hs256"
@@ -200,8 +200,8 @@ async def launcher(tmp_path: Path) -> AsyncIterator[Launcher]:
 
 
 def member_token(email: str = "member@acme.test") -> str:
-    organization = demo_id("organization", email.split("@")[1].removesuffix(".test"))
-    return issue_token(demo_id("member", email), organization, SECRET, ttl=600)
+    organization = email.split("@")[1].removesuffix(".test")
+    return issue_token(SECRET, sub=email, org=organization, ttl=600)
 
 
 @asynccontextmanager
@@ -240,8 +240,8 @@ async def deltas(client: Client, count: int) -> list[dict[str, Any]]:
 
 
 async def test_serve_scripted_chat_then_sigterm_mid_answer_stores_it(launcher: Launcher) -> None:
-    """`serve --scripted-model --seed-demo` answers a scripted chat; SIGTERM mid-answer closes 1012, exits 0 and the answer is stored."""
-    served = await launcher.start("--scripted-model", "--seed-demo")
+    """`serve --scripted-model --demo` answers a scripted chat; SIGTERM mid-answer closes 1012, exits 0 and the answer is stored."""
+    served = await launcher.start("--scripted-model", "--demo")
     async with httpx.AsyncClient(base_url=served.http_url) as http:
         ready = await http.get("/readyz")
     assert ready.status_code == 200
@@ -287,7 +287,7 @@ async def test_serve_scripted_chat_then_sigterm_mid_answer_stores_it(launcher: L
         if entry["logger"] in ("vernis.answers", "vernis.titles", "vernis.assistant"):
             assert entry.get("conversation_id") == conversation_id, entry
 
-    restarted = await launcher.start("--scripted-model")
+    restarted = await launcher.start("--scripted-model", "--demo")
     try:
         async with connected(restarted, member_token()) as client:
             opening = await client.until("history_end")
@@ -315,7 +315,7 @@ async def test_sigkill_mid_answer_leaves_no_message_streaming(
 ) -> None:
     """After SIGKILL mid-answer, the restarted server marks the half-written answer failed, keeping its flushed text."""
     seeded_copy(seeded_template, launcher.directory)
-    served = await launcher.start("--scripted-model")
+    served = await launcher.start("--scripted-model", "--demo")
     async with connected(served, member_token()) as client:
         await client.expect("conversation_loaded", "history_end")
         await client.send("user_message", content=LONG_MESSAGE)
@@ -332,7 +332,7 @@ async def test_sigkill_mid_answer_leaves_no_message_streaming(
     assert status == "streaming"
     assert text_of(streamed).startswith(flushed)
 
-    restarted = await launcher.start("--scripted-model")
+    restarted = await launcher.start("--scripted-model", "--demo")
     try:
         assert launcher.statuses() == [("failed", flushed)]
         async with connected(restarted, member_token()) as client:
@@ -366,7 +366,7 @@ async def test_sigterm_stops_an_answer_that_outlasts_the_grace(tmp_path: Path, s
         )
         seeded_copy(seeded_template, tmp_path)
         try:
-            served = await launcher.start()
+            served = await launcher.start("--demo")
             async with connected(served, member_token()) as client:
                 await client.expect("conversation_loaded", "history_end")
                 await client.send("user_message", content="tell me everything")
@@ -388,7 +388,7 @@ async def test_sigterm_stops_an_answer_that_outlasts_the_grace(tmp_path: Path, s
 
 async def test_uvicorn_warnings_are_json_lines_too(launcher: Launcher) -> None:
     """A warning from uvicorn itself (a malformed HTTP request) reaches stderr as a JSON line like Vernis's own."""
-    served = await launcher.start()
+    served = await launcher.start("--demo")
     reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
     try:
         writer.write(b"NOT HTTP AT ALL\r\n\r\n")
@@ -414,7 +414,7 @@ async def test_scripted_model_answer_outlasting_the_grace_is_stored_stopped(
     launcher = Launcher(tmp_path, environment(tmp_path, VERNIS_SHUTDOWN_GRACE="0.5"))
     seeded_copy(seeded_template, tmp_path)
     try:
-        served = await launcher.start("--scripted-model")
+        served = await launcher.start("--scripted-model", "--demo")
         async with connected(served, member_token()) as client:
             await client.expect("conversation_loaded", "history_end")
             await client.send("user_message", content=LONG_MESSAGE)
@@ -427,4 +427,7 @@ async def test_scripted_model_answer_outlasting_the_grace_is_stored_stopped(
     finally:
         await launcher.stop_all()
     assert [status for status, _ in launcher.statuses()] == ["stopped"]
-    assert not [e for e in served.log() if e["level"] in ("warning", "error")]
+    # The only warning is demo mode's own notice at start.
+    warnings = [e for e in served.log() if e["level"] in ("warning", "error")]
+    assert [e["logger"] for e in warnings] == ["vernis.cli"], warnings
+    assert warnings[0]["message"].startswith("DEMO MODE")

@@ -1,6 +1,6 @@
 """The tool loop through the whole server (SPEC §4 step 7, §5).
 
-The app gets a `ToolRegistry` of this module's own: real `Tool`s with pydantic argument models whose
+The app gets a toolkit of this module's own: real `Tool`s with pydantic argument models whose
 async functions record every run. The scripted model calls them; the tests read what the client
 sees, what the model was sent next (`scripted.requests`), and what was stored (a reconnect's replay).
 """
@@ -17,7 +17,8 @@ from pydantic import BaseModel, Field
 from tests.fixtures.server import Vernis, VernisFactory, text_of, types_of
 from vernis.scripted import SCRIPTED_CHAT_MODEL, Fault, Reply, ScriptedToolCall
 from vernis.scripted.scenarios import last_user_text
-from vernis.services.registry import Tool, ToolContext, ToolRegistry
+from vernis.tools import Tool, ToolContext, Toolkit
+from vernis.tools.catalog import Catalog
 
 Body = Mapping[str, Any]
 
@@ -73,31 +74,49 @@ class Probe:
     def __init__(self) -> None:
         self.runs: list[tuple[str, str]] = []
 
-    async def lookup(self, ctx: ToolContext, args: Query) -> dict[str, Any]:
+    async def lookup(self, ctx: ToolContext[None], args: Query) -> dict[str, Any]:
         self.runs.append(("lookup_contact", args.q))
         return {"found": args.q, "member": ctx.member.email}
 
-    async def create_agent(self, ctx: ToolContext, args: NewAgent) -> dict[str, Any]:
+    async def create_agent(self, ctx: ToolContext[None], args: NewAgent) -> dict[str, Any]:
         self.runs.append(("create_agent", args.name))
         return {"created": args.name}
 
-    def registry(self) -> ToolRegistry:
-        return ToolRegistry(
+    def catalog(self) -> Catalog:
+        # The demo's roles: everyone may look contacts up, only admins create agents.
+        grants = {
+            "viewer": ["contact:list"],
+            "member": ["contact:list"],
+            "admin": ["contact:list", "agent:create"],
+        }
+        return Catalog(
             [
-                Tool(
-                    "lookup_contact", "Contacts", "Find a contact.", Query, "contact:list", False, self.lookup
-                ),
-                # Gated by an admin permission; declared without the write step (preview and
-                # approval) so that these tests are about the permission gate alone.
-                Tool(
-                    "create_agent",
-                    "Infrastructure",
-                    "Create a voice agent.",
-                    NewAgent,
-                    "agent:create",
-                    False,
-                    self.create_agent,
-                ),
+                Toolkit(
+                    "probe",
+                    role_grants=grants,
+                    tools=[
+                        Tool(
+                            "lookup_contact",
+                            "Contacts",
+                            "Find a contact.",
+                            Query,
+                            "contact:list",
+                            False,
+                            self.lookup,
+                        ),
+                        # Gated by an admin permission; declared without the write step (preview and
+                        # approval) so that these tests are about the permission gate alone.
+                        Tool(
+                            "create_agent",
+                            "Infrastructure",
+                            "Create a voice agent.",
+                            NewAgent,
+                            "agent:create",
+                            False,
+                            self.create_agent,
+                        ),
+                    ],
+                )
             ]
         )
 
@@ -109,7 +128,7 @@ PRIYA_ENVELOPE = {"ok": True, "data": {"found": "Priya", "member": "member@acme.
 async def test_tool_round_is_announced_then_followed_by_the_answer(vernis_factory: VernisFactory) -> None:
     """A tool call round sends `tool_call_started`, then `tool_call_completed` (ok, result envelope), then the model's follow-up text."""
     probe = Probe()
-    async with vernis_factory(registry=probe.registry()) as vernis:
+    async with vernis_factory(catalog=probe.catalog()) as vernis:
         vernis.scripted.add(Reply("Let me look.", tool_calls=[LOOKUP_PRIYA]), match=chat_about("Priya"))
         vernis.scripted.add("Priya Raman is in your contacts.", match=after_tool_result)
         async with vernis.opened() as client:
@@ -147,7 +166,7 @@ async def test_tool_round_is_announced_then_followed_by_the_answer(vernis_factor
 async def test_next_request_carries_the_tool_calls_and_their_results(vernis_factory: VernisFactory) -> None:
     """After a tool round, the model's next request holds the assistant `tool_calls` message and the `tool` result message."""
     probe = Probe()
-    async with vernis_factory(registry=probe.registry()) as vernis:
+    async with vernis_factory(catalog=probe.catalog()) as vernis:
         vernis.scripted.add(Reply("Let me look.", tool_calls=[LOOKUP_PRIYA]), match=chat_about("Priya"))
         vernis.scripted.add("Found her.", match=after_tool_result)
         async with vernis.opened() as client:
@@ -177,7 +196,7 @@ async def test_a_model_that_keeps_calling_tools_stops_after_max_tool_rounds(
 ) -> None:
     """With `max_tool_rounds=2`, a model that always calls a tool gets two tool rounds, then one final request without tools."""
     probe = Probe()
-    async with vernis_factory(registry=probe.registry(), max_tool_rounds=2) as vernis:
+    async with vernis_factory(catalog=probe.catalog(), max_tool_rounds=2) as vernis:
         again = Reply(tool_calls=[ScriptedToolCall("lookup_contact", {"q": "again"})])
         vernis.scripted.add(again, match=offers_tools, times=None)
         vernis.scripted.add("Here is what I found.", match=lambda b: is_chat(b) and not b.get("tools"))
@@ -207,7 +226,7 @@ async def test_forbidden_and_unknown_tools_get_error_envelopes_and_never_run(
 ) -> None:
     """A viewer's call to a tool needing `agent:create`, or to a tool that does not exist, gets an error envelope; nothing runs."""
     probe = Probe()
-    async with vernis_factory(registry=probe.registry()) as vernis:
+    async with vernis_factory(catalog=probe.catalog()) as vernis:
         calls = [
             ScriptedToolCall("create_agent", {"name": "Night line"}, call_id="call_agent"),
             ScriptedToolCall("launch_rockets", {}, call_id="call_rockets"),
@@ -248,7 +267,7 @@ async def test_forbidden_and_unknown_tools_get_error_envelopes_and_never_run(
 async def test_identical_calls_within_one_answer_run_once(vernis_factory: VernisFactory) -> None:
     """The same call twice in one round and again in the next round runs the tool once; every call gets the result."""
     probe = Probe()
-    async with vernis_factory(registry=probe.registry()) as vernis:
+    async with vernis_factory(catalog=probe.catalog()) as vernis:
         twice = [
             ScriptedToolCall("lookup_contact", {"q": "Priya"}, call_id="call_a"),
             ScriptedToolCall("lookup_contact", {"q": "Priya"}, call_id="call_b"),
@@ -272,7 +291,7 @@ async def test_identical_calls_within_one_answer_run_once(vernis_factory: Vernis
 async def test_tool_calls_are_stored_and_replayed(vernis_factory: VernisFactory) -> None:
     """A reconnect replays the answer with its `tool_calls`: call_id, tool_name, arguments, status and result."""
     probe = Probe()
-    async with vernis_factory(registry=probe.registry()) as vernis:
+    async with vernis_factory(catalog=probe.catalog()) as vernis:
         vernis.scripted.add(Reply(tool_calls=[LOOKUP_PRIYA]), match=chat_about("Priya"))
         vernis.scripted.add("Priya Raman is in your contacts.", match=after_tool_result)
         async with vernis.opened() as client:
@@ -309,7 +328,7 @@ async def test_tool_calls_are_stored_and_replayed(vernis_factory: VernisFactory)
 async def test_the_next_message_context_carries_the_tool_calls(vernis_factory: VernisFactory) -> None:
     """The next user message's request (same socket, and after a reconnect) carries the earlier tool call and its result."""
     probe = Probe()
-    async with vernis_factory(registry=probe.registry()) as vernis:
+    async with vernis_factory(catalog=probe.catalog()) as vernis:
         vernis.scripted.add(Reply(tool_calls=[LOOKUP_PRIYA]), match=chat_about("Priya"))
         vernis.scripted.add("Priya Raman is in your contacts.", match=after_tool_result)
         vernis.scripted.add("Her last call was yesterday.", match=chat_about("call"))
@@ -351,7 +370,7 @@ async def test_fault_after_a_tool_round_but_before_any_text_is_retried(
 ) -> None:
     """A fault in the follow-up request after a text-less tool round, before any token, is retried without running the tool again."""
     probe = Probe()
-    async with vernis_factory(registry=probe.registry()) as vernis:
+    async with vernis_factory(catalog=probe.catalog()) as vernis:
         vernis.scripted.add(Reply(tool_calls=[LOOKUP_PRIYA]), match=chat_about("Priya"))
         vernis.scripted.add(Reply("never shown", fault=fault), match=after_tool_result)
         vernis.scripted.add("Priya Raman is in your contacts.", match=after_tool_result)

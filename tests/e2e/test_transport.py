@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import socket
 import struct
 
 import httpx
@@ -12,7 +13,8 @@ import orjson
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from tests.fixtures.server import Client, Vernis, VernisFactory
+from tests.fixtures.server import Client, Vernis, VernisFactory, text_of
+from vernis.scripted import Reply
 
 MAX_FRAME = 65536
 OPCODE_TEXT, OPCODE_CLOSE, OPCODE_PING = 0x1, 0x8, 0x9
@@ -200,3 +202,24 @@ async def test_every_http_response_carries_the_security_headers(vernis: Vernis) 
             response = await http.get(path)
             assert "script-src 'self'" in response.headers["content-security-policy"], path
             assert response.headers["x-content-type-options"] == "nosniff"
+
+
+async def test_a_reader_that_falls_behind_gets_every_delta_once_in_order(vernis: Vernis) -> None:
+    """A client that stops reading mid-answer (the server's socket stops being writable) then reads on gets every delta once, in order."""
+    words = " ".join(f"word{n:05d}-{'x' * 5000}" for n in range(1200))
+    vernis.scripted.add(Reply(words, chunk_delay=0), match="flood")
+    # A small receive buffer and no read-ahead: the server's writes back up after a few MB.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    sock.connect(("127.0.0.1", vernis.port))
+    async with vernis.connect(sock=sock, max_queue=1) as client:
+        await client.until("history_end")
+        await client.send("user_message", content="flood please")
+        first = await client.until("text_delta")
+        await asyncio.sleep(1.0)  # not reading: the answer goes on and its frames back up
+        rest = await client.until("assistant_end", timeout=30)
+        await client.drain(0.3)  # the title: with no read-ahead, unread frames would hold up the close
+    events = first + rest
+    assert text_of(events) == words
+    seqs = [event["seq"] for event in events if "seq" in event]
+    assert seqs == sorted(set(seqs))

@@ -1,49 +1,73 @@
-"""The in-memory event hub: numbering, fan-out and the answer lease."""
+"""The in-memory event hub: numbering, fan-out, replay, the answer lease, and forgetting what is done."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import tracemalloc
 import uuid
 
-from vernis.services.hub import MemoryHub
+from vernis.services import events
+from vernis.services.hub import HubEvent, MemoryHub
+
+
+def label(event: events.Event, seq: int) -> str:
+    """A stand-in encoder: which event, and its seq."""
+    return f"{type(event).__name__}:{seq}"
+
+
+def hub_at(now: float = 5.0, **options: object) -> MemoryHub:
+    return MemoryHub(label, clock=lambda: now, **options)  # type: ignore[arg-type]
 
 
 class Sink:
     def __init__(self) -> None:
         self.frames: list[str] = []
 
-    def deliver(self, frame: str, seq: int) -> None:
-        self.frames.append(frame)
+    def deliver(self, event: HubEvent) -> None:
+        self.frames.append(event.frame)
 
 
-def test_publish_numbers_and_fans_out() -> None:
-    """Each published event gets the next seq and reaches every subscriber of that conversation only."""
-    hub = MemoryHub(clock=lambda: 5.0)
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+DELTA = events.TextDelta("x")
+
+
+def test_publish_numbers_encodes_once_and_fans_out() -> None:
+    """Each published event gets the next seq, is encoded by the injected encoder, and reaches every subscriber of that conversation only."""
+    hub = hub_at(5.0)
     a, b, other = Sink(), Sink(), Sink()
     conversation, elsewhere = uuid.uuid4(), uuid.uuid4()
     hub.subscribe(conversation, a)
     hub.subscribe(conversation, b)
     hub.subscribe(elsewhere, other)
-    first = hub.publish(conversation, lambda seq: f"e{seq}", "x")
-    second = hub.publish(conversation, lambda seq: f"e{seq}", "x")
-    assert first == 5_000_001
-    assert second == first + 1
-    assert a.frames == b.frames == [f"e{first}", f"e{second}"]
+    first = hub.publish(conversation, DELTA)
+    second = hub.publish(conversation, events.TitleUpdated(conversation, "Hi"))
+    assert first.seq == 5_000_001
+    assert second.seq == first.seq + 1
+    assert a.frames == b.frames == [f"TextDelta:{first.seq}", f"TitleUpdated:{second.seq}"]
     assert other.frames == []
 
 
 def test_seq_keeps_growing_after_a_restart() -> None:
     """A new hub (a restarted process) numbers above anything an earlier one handed out."""
     conversation = uuid.uuid4()
-    before = MemoryHub(clock=lambda: 100.0)
+    before = hub_at(100.0)
     for _ in range(1000):
-        last = before.publish(conversation, str, "x")
-    after = MemoryHub(clock=lambda: 101.0)
-    assert after.publish(conversation, str, "x") > last
+        last = before.publish(conversation, DELTA)
+    after = hub_at(101.0)
+    assert after.publish(conversation, DELTA).seq > last.seq
 
 
 async def test_lease_is_exclusive_and_released_by_its_owner_only() -> None:
     """One owner holds a conversation's lease; others are refused until the owner releases it."""
-    hub = MemoryHub()
+    hub = hub_at()
     conversation = uuid.uuid4()
     assert await hub.try_acquire(conversation, "one")
     assert not await hub.try_acquire(conversation, "two")
@@ -55,59 +79,103 @@ async def test_lease_is_exclusive_and_released_by_its_owner_only() -> None:
 
 def test_unsubscribed_sink_gets_nothing() -> None:
     """After unsubscribing, a sink receives no further events."""
-    hub = MemoryHub()
+    hub = hub_at()
     conversation = uuid.uuid4()
     sink = Sink()
     hub.subscribe(conversation, sink)
     hub.unsubscribe(conversation, sink)
-    hub.publish(conversation, str, "x")
+    hub.publish(conversation, DELTA)
     assert sink.frames == []
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 async def test_events_since_replays_exactly_what_followed() -> None:
-    """events_since gives every event after the seq, in order; [] when nothing followed."""
-    hub = MemoryHub(clock=lambda: 1.0)
+    """events_since gives every event after the seq, in order, with the event itself; [] when nothing followed."""
+    hub = hub_at(1.0)
     conversation = uuid.uuid4()
-    seqs = [hub.publish(conversation, lambda seq: f"e{seq}", "text_delta", text=str(n)) for n in range(5)]
-    events = await hub.events_since(conversation, seqs[1])
-    assert events is not None
-    assert [e.seq for e in events] == seqs[2:]
-    assert [e.text for e in events] == ["2", "3", "4"]
+    seqs = [hub.publish(conversation, events.TextDelta(str(n))).seq for n in range(5)]
+    replayed = await hub.events_since(conversation, seqs[1])
+    assert replayed is not None
+    assert [e.seq for e in replayed] == seqs[2:]
+    assert [e.event for e in replayed] == [
+        events.TextDelta("2"),
+        events.TextDelta("3"),
+        events.TextDelta("4"),
+    ]
     assert await hub.events_since(conversation, seqs[-1]) == []
 
 
 async def test_events_since_refuses_gaps_it_cannot_fill() -> None:
     """Events older than the replay window, an unknown conversation or a future seq give None (reload instead)."""
     monotonic = Clock()
-    hub = MemoryHub(clock=lambda: 1.0, monotonic=monotonic, replay_seconds=120)
+    hub = MemoryHub(label, clock=lambda: 1.0, monotonic=monotonic, replay_seconds=120)
     conversation = uuid.uuid4()
-    first = hub.publish(conversation, str, "x")
+    first = hub.publish(conversation, DELTA).seq
     monotonic.now += 60
-    second = hub.publish(conversation, str, "x")
+    second = hub.publish(conversation, DELTA).seq
     assert await hub.events_since(conversation, first - 1) is not None
     monotonic.now += 61
     assert await hub.events_since(conversation, first - 1) is None
-    events = await hub.events_since(conversation, first)
-    assert events is not None
-    assert [e.seq for e in events] == [second]
+    replayed = await hub.events_since(conversation, first)
+    assert replayed is not None
+    assert [e.seq for e in replayed] == [second]
     assert await hub.events_since(uuid.uuid4(), 5) is None
     assert await hub.events_since(conversation, second + 10) is None
 
 
 def test_in_flight_follows_start_and_end() -> None:
-    """An assistant_start marks its answer in flight until its assistant_end."""
-    hub = MemoryHub()
+    """An AnswerStarted marks its answer in flight until its AnswerEnded."""
+    hub = hub_at()
     conversation, message = uuid.uuid4(), uuid.uuid4()
-    start = hub.publish(conversation, str, "assistant_start", message_id=message)
-    hub.publish(conversation, str, "text_delta", text="hi")
-    assert hub.in_flight(conversation) == (message, start)
-    hub.publish(conversation, str, "assistant_end")
+    start = hub.publish(conversation, events.AnswerStarted(conversation, message))
+    hub.publish(conversation, events.TextDelta("hi"))
+    assert hub.in_flight(conversation) == (message, start.seq)
+    hub.publish(conversation, events.AnswerEnded(conversation, message, stopped=False))
     assert hub.in_flight(conversation) is None
+
+
+def _finished_answer(hub: MemoryHub, conversation: uuid.UUID) -> None:
+    message = uuid.uuid4()
+    hub.publish(conversation, events.AnswerStarted(conversation, message))
+    for n in range(50):
+        hub.publish(conversation, events.TextDelta(f"word {n} "))
+    hub.publish(conversation, events.AnswerEnded(conversation, message, stopped=False))
+
+
+async def test_finished_conversations_are_forgotten_by_the_scheduled_sweep() -> None:
+    """The memory of 1,000 finished answers returns to baseline once their replay windows lapse: `run()` sweeps on its own."""
+    monotonic = Clock()
+    hub = MemoryHub(label, clock=lambda: 7.0, monotonic=monotonic, replay_seconds=120, sweep_seconds=0.01)
+    shown, leased = uuid.uuid4(), uuid.uuid4()
+    sink = Sink()
+    hub.subscribe(shown, sink)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        baseline = tracemalloc.get_traced_memory()[0]
+        finished = [uuid.uuid4() for _ in range(1000)]
+        for conversation in finished:
+            _finished_answer(hub, conversation)
+        _finished_answer(hub, shown)
+        _finished_answer(hub, leased)
+        assert await hub.try_acquire(leased, "answer")
+        grown = tracemalloc.get_traced_memory()[0] - baseline
+        kept = hub.last_seq(shown), hub.last_seq(leased)
+        one_of_them = finished[0]
+        del finished
+        monotonic.now += 121
+        upkeep = asyncio.create_task(hub.run())
+        try:
+            await asyncio.sleep(0.1)
+        finally:
+            upkeep.cancel()
+        gc.collect()
+        left = tracemalloc.get_traced_memory()[0] - baseline
+    finally:
+        tracemalloc.stop()
+    assert grown > 2_000_000  # 52,000 kept events
+    # What is left is the two conversations still in use (shown, and answering: 104 events) and the
+    # hub's dicts at the size they grew to: under 1 % of what the finished answers held.
+    assert left < grown / 100, (grown, left)
+    # Forgotten: a finished conversation numbers from the clock again; the two in use kept theirs.
+    assert hub.last_seq(one_of_them) == 7_000_000
+    assert (hub.last_seq(shown), hub.last_seq(leased)) == kept

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import uuid
-from dataclasses import FrozenInstanceError, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
@@ -14,8 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.fixtures.db import *  # noqa: F403
-from vernis.db.models import Conversation, Member, Message, table_of
-from vernis.db.seed import SeedResult
+from vernis.db.models import Conversation, Message, table_of
 from vernis.exceptions import Forbidden, InvalidMessage, NotFound, VernisError
 from vernis.services.persistence import (
     ConversationInfo,
@@ -23,6 +22,7 @@ from vernis.services.persistence import (
     DuplicateClientMessage,
     StoredMessage,
 )
+from vernis_crm.demo.seed import SeedResult
 
 
 @dataclass(frozen=True)
@@ -72,64 +72,6 @@ def _assert_utc(moment: datetime) -> None:
 
 
 # Members and AI rules
-
-
-async def test_get_member_with_organization(store: ConversationStore, demo: Demo) -> None:
-    """A member comes with their organization's name and time zone; an unknown id gives None."""
-    member = await store.get_member(demo.member.id)
-    assert member is not None
-    assert (member.email, member.role, member.organization_id) == (
-        "member@acme.test",
-        "member",
-        demo.member.organization_id,
-    )
-    assert (member.organization_name, member.organization_timezone, member.removed) == (
-        "Acme Dental",
-        "America/New_York",
-        False,
-    )
-    with pytest.raises(FrozenInstanceError):
-        member.role = "owner"  # type: ignore[misc]
-    assert await store.get_member(uuid.uuid4()) is None
-
-
-async def test_removed_member_is_flagged(engine: AsyncEngine, store: ConversationStore, demo: Demo) -> None:
-    """A removed member is still found, with `removed` set, so the socket can be closed with 4401."""
-    members = table_of(Member)
-    async with engine.begin() as connection:
-        await connection.execute(
-            sa.update(members).where(members.c.id == demo.member.id).values(removed_at=datetime.now(UTC))
-        )
-    member = await store.get_member(demo.member.id)
-    assert member is not None
-    assert member.removed
-
-
-async def test_revoked_permissions_come_with_the_member(
-    engine: AsyncEngine, store: ConversationStore, demo: Demo
-) -> None:
-    """A member has no revoked permissions by default; the ones an organization revokes are read back."""
-    member = await store.get_member(demo.member.id)
-    assert member is not None
-    assert member.revoked_permissions == ()
-    members = table_of(Member)
-    async with engine.begin() as connection:
-        await connection.execute(
-            sa.update(members)
-            .where(members.c.id == demo.member.id)
-            .values(revoked_permissions=["assistant:use", "message:create"])
-        )
-    member = await store.get_member(demo.member.id)
-    assert member is not None
-    assert member.revoked_permissions == ("assistant:use", "message:create")
-
-
-async def test_get_member_by_email_ignores_case(store: ConversationStore, demo: Demo) -> None:
-    """Email lookup ignores letter case and surrounding blanks; an unknown email gives None."""
-    member = await store.get_member_by_email("  Owner@ACME.test ")
-    assert member is not None
-    assert member.id == demo.owner.id
-    assert await store.get_member_by_email("nobody@acme.test") is None
 
 
 async def test_ai_rules_are_replaced_per_organization(store: ConversationStore, demo: Demo) -> None:

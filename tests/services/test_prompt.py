@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
 
-from vernis.services.permissions import permissions_for
-from vernis.services.persistence import MemberInfo
-from vernis.services.prompt import CurrentPage, PromptParts, build_system_prompt
-from vernis.services.registry import Tool, ToolContext, ToolRegistry
+from tests.members import member as make_member
+from vernis.context.page import CurrentPage
+from vernis.identity import MemberInfo, RoleTable
+from vernis.services.prompt import PromptParts, build_system_prompt
+from vernis.tools import Tool, ToolContext
+from vernis.tools.catalog import DEFAULT_PERSONA
+from vernis.tools.runner import ToolRegistry
+from vernis_crm import PERSONA as CRM_PERSONA
 
 
 class Query(BaseModel):
     q: str
 
 
-async def nothing(ctx: ToolContext, args: Query) -> dict[str, Any]:
+async def nothing(ctx: ToolContext[None], args: Query) -> dict[str, Any]:
     return {}
 
 
@@ -45,34 +48,41 @@ REGISTRY = ToolRegistry(
         ),
     ]
 )
+ROLES = RoleTable([{"admin": ["contact:list", "agent:create"], "viewer": ["contact:list"]}])
 # 03:30 UTC is still the evening before in New York: "today" is the organization's.
 NOW = datetime(2026, 11, 22, 3, 30, tzinfo=UTC)
 
 
-def member(role: str, name: str, email: str) -> MemberInfo:
-    return MemberInfo(
-        id=uuid.uuid4(),
-        organization_id=uuid.uuid4(),
+def member(role: str, name: str, email: str | None) -> MemberInfo:
+    return make_member(
+        external_id=name.lower().replace(" ", "-"),
         organization_name="Acme Dental",
         organization_timezone="America/New_York",
         email=email,
         name=name,
         role=role,
-        removed=False,
     )
 
 
-def prompt(who: MemberInfo, page: CurrentPage | None, rules: str = "") -> str:
-    toolset = REGISTRY.for_member(permissions_for(who.role))
-    return build_system_prompt(PromptParts(member=who, ai_rules=rules, toolset=toolset, page=page, now=NOW))
+def prompt(
+    who: MemberInfo,
+    page: CurrentPage | None,
+    rules: str = "",
+    persona: str = CRM_PERSONA.replace("{name}", "Vernis"),
+) -> str:
+    toolset = REGISTRY.for_member(ROLES.permissions(who.role))
+    return build_system_prompt(
+        PromptParts(persona=persona, member=who, ai_rules=rules, toolset=toolset, page=page, now=NOW)
+    )
 
 
-HEAD = """\
+PERSONA = """\
 You are Vernis, the assistant built into this CRM. You help the people of one organization work \
 with their contacts, calls, messages, plans, tasks and notifications. Be brief and concrete; use \
 Markdown for lists and tables. Never invent data: when you need facts, use a tool; when a tool \
 cannot give them, say so.
-
+"""
+RULES = """
 ## Rules
 - Use only the tools listed below, and only for the user you are talking to.
 - A tool that changes data first returns a preview. Show the user exactly what would change and \
@@ -88,6 +98,7 @@ the user plainly what did not work.
 - Time zone: America/New_York
 - Today: Saturday, November 21, 2026 (local time 22:30)
 """
+HEAD = PERSONA + RULES
 
 
 def test_admin_on_a_contact_page() -> None:
@@ -144,3 +155,16 @@ def test_stable_parts_come_first() -> None:
     second = prompt(member("viewer", "B", "b@acme.test"), None)
     assert first.startswith(HEAD)
     assert second.startswith(HEAD)
+
+
+def test_persona_comes_from_the_configuration_and_the_page_summary_is_shown() -> None:
+    """A product's persona (its name and instructions) opens the prompt; an entity's summary is on the page; no e-mail, no line."""
+    persona = DEFAULT_PERSONA.replace("{name}", "Ada") + "\n\nYou help dental practices run their front desk."
+    page = CurrentPage("/tickets/T-1", "ticket", "T-1", "Printer on fire", "open, urgent")
+    text = prompt(member("viewer", "Tom Alvarez", None), page, persona=persona)
+    assert text.startswith("You are Ada, the assistant built into this product.")
+    assert "You help dental practices run their front desk.\n\n## Rules" in text
+    assert (
+        '- The user is looking at the ticket "Printer on fire" (id T-1).\n- About it: open, urgent\n' in text
+    )
+    assert "## User\n- Name: Tom Alvarez\n- Role: viewer\n\n## Current page" in text

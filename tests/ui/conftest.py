@@ -1,10 +1,15 @@
 """The web UI in a real browser: Debian's Chromium, driven by Playwright, against a real Vernis.
 
-Each test gets a Vernis on a free loopback port started as `vernis serve --scripted-model` starts it
-(`create_app(scripted=True)`, the scripted model on its own port) and a fresh headless Chromium.
+Each test gets a Vernis on a free loopback port started as `vernis serve --demo --scripted-model`
+starts it (demo mode: the CRM toolkit, its pages and the demo login; `create_app(scripted=True)`,
+the scripted model on its own port), on a copy of the session's seeded SQLite file, and a fresh
+browser context in the session's headless Chromium.
 Playwright's async API runs in the test's own event loop, beside the in-process uvicorn server.
 Playwright never downloads a browser here: it starts `/usr/bin/chromium` (scripts/test installs it).
 Screenshots go to `test-artifacts/`.
+
+`embed` adds the embed demo's host app (`vernis_crm.web.embed`) on a port of its own, another origin,
+which the Vernis allows (`VERNIS_ALLOWED_ORIGINS`); `open_ui(..., host=embed)` opens a tab on it.
 """
 
 from __future__ import annotations
@@ -12,8 +17,8 @@ from __future__ import annotations
 import asyncio
 import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +34,16 @@ from playwright.async_api import (
     expect,
 )
 
+from tests.fixtures.db import SeededTemplate
 from tests.fixtures.scripted import ScriptedServer
 from tests.fixtures.server import Vernis, make_settings
-from tests.utils import run_server
+from tests.utils import free_port, run_server
 from vernis.app import create_app
-from vernis.auth import COOKIE_NAME
 from vernis.cli import uvicorn_options
-from vernis.db.engine import create_engine
-from vernis.db.migrate import upgrade
-from vernis.db.seed import SeedResult, seed_demo
+from vernis.identity import COOKIE_NAME
 from vernis.scripted import ScriptedModel
+from vernis_crm.demo.seed import SeedResult
+from vernis_crm.web.embed import embed_host_app
 
 CHROMIUM = Path("/usr/bin/chromium")
 # As the machine's notes prescribe: without the background-networking flags Chromium tries to reach
@@ -71,37 +76,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(session_loop, append=False)
 
 
-@pytest.fixture(scope="session")
-def seeded_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, SeedResult]:
-    """A SQLite file migrated and seeded once per session (seeding the CRM takes most of a second)."""
-    path = tmp_path_factory.mktemp("ui-template") / "vernis.db"
-    url = f"sqlite+aiosqlite:///{path}"
-
-    async def build() -> SeedResult:
-        await upgrade(url)
-        engine = create_engine(url)
-        try:
-            return await seed_demo(engine)
-        finally:
-            await engine.dispose()
-
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        result = pool.submit(asyncio.run, build()).result()
-    return path, result
-
-
 @pytest.fixture
-def database_url(seeded_template: tuple[Path, SeedResult], tmp_path: Path) -> str:
-    """A copy of the seeded template for this test alone."""
+def database_url(sqlite_seeded_template: SeededTemplate, tmp_path: Path) -> str:
+    """A copy of the session's migrated (core and CRM branch) and seeded SQLite file, for this test
+    alone: the UI runs on SQLite only, so the plugin's backend parametrization is left out."""
     path = tmp_path / "vernis.db"
-    shutil.copyfile(seeded_template[0], path)
+    shutil.copyfile(sqlite_seeded_template.location, path)
     return f"sqlite+aiosqlite:///{path}"
 
 
 @pytest.fixture
-def seeded(seeded_template: tuple[Path, SeedResult]) -> SeedResult:
+def seeded(sqlite_seeded_template: SeededTemplate) -> SeedResult:
     """The demo data in `database_url` (demo ids are the same in every seeded database)."""
-    return seeded_template[1]
+    return sqlite_seeded_template.result
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
@@ -146,6 +133,41 @@ async def vernis(ui_factory: UIFactory) -> AsyncIterator[Vernis]:
         yield server
 
 
+@dataclass(frozen=True)
+class Embed:
+    """The embed demo: a Vernis, and a host product's page on another origin (`url`) embedding it."""
+
+    vernis: Vernis
+    url: str
+
+
+EmbedFactory = Callable[..., AbstractAsyncContextManager[Embed]]
+
+
+@pytest.fixture
+def embed_factory(ui_factory: UIFactory) -> EmbedFactory:
+    """`async with embed_factory(token_ttl=6) as embed:` the host app signs tokens living `token_ttl`
+    seconds; other keywords are the Vernis's settings."""
+
+    @asynccontextmanager
+    async def start(*, token_ttl: float = 600, **overrides: Any) -> AsyncIterator[Embed]:
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        async with ui_factory(allowed_origins=[url], **overrides) as vernis:
+            host = embed_host_app(vernis.http_url, vernis.settings, token_ttl=token_ttl)
+            async with run_server(host, port=port):
+                yield Embed(vernis, url)
+
+    return start
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def embed(embed_factory: EmbedFactory) -> AsyncIterator[Embed]:
+    """The embed demo with the host's default (long-lived) tokens."""
+    async with embed_factory() as started:
+        yield started
+
+
 @pytest.fixture(scope="session")
 def chromium() -> Path:
     """Debian's Chromium, and the vendored libraries the UI needs: both set up by the scripts."""
@@ -170,10 +192,14 @@ async def browser(chromium: Path) -> AsyncIterator[Browser]:
 
 
 class UI:
-    """One signed-in browser tab on a Vernis, with the assistant's parts as locators."""
+    """One signed-in browser tab on a Vernis (or on the embed demo's host page, `host`), with the
+    assistant's parts as locators."""
 
-    def __init__(self, vernis: Vernis, context: BrowserContext, page: Page) -> None:
+    def __init__(
+        self, vernis: Vernis, context: BrowserContext, page: Page, host: Embed | None = None
+    ) -> None:
         self.vernis = vernis
+        self.host = host
         self.context = context
         self.page = page
         self.errors: list[str] = []
@@ -198,7 +224,7 @@ class UI:
 
     @property
     def url(self) -> str:
-        return self.vernis.http_url
+        return self.host.url if self.host is not None else self.vernis.http_url
 
     async def goto(self, path: str = "/contacts", *, assistant: bool = True) -> None:
         """Load a page of the demo and (unless `assistant` is false) wait for the assistant on it."""
@@ -247,7 +273,8 @@ OpenUI = Callable[..., Awaitable[UI]]
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def open_ui(browser: Browser) -> AsyncIterator[OpenUI]:
-    """`await open_ui(vernis, email=..., viewport=..., path=...)`: a signed-in tab on a page."""
+    """`await open_ui(vernis, email=..., viewport=..., path=...)`: a signed-in tab on a page;
+    `open_ui(embed.vernis, host=embed, email=None, path="/")`: a tab on the host's page."""
     contexts: list[BrowserContext] = []
     uis: list[UI] = []
 
@@ -258,10 +285,11 @@ async def open_ui(browser: Browser) -> AsyncIterator[OpenUI]:
         viewport: tuple[int, int] = (1280, 800),
         path: str | None = "/contacts",
         assistant: bool = True,
+        host: Embed | None = None,
     ) -> UI:
         context = await browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
         contexts.append(context)
-        ui = UI(vernis, context, await context.new_page())
+        ui = UI(vernis, context, await context.new_page(), host)
         uis.append(ui)
         if email is not None:
             await ui.sign_in(email)

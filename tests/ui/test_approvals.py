@@ -88,3 +88,21 @@ async def test_an_answer_from_another_tab_updates_the_card(ui: UI) -> None:
     await expect(card.locator(".confirm-outcome")).to_have_text("Rejected. Nothing was changed.")
     await expect(card.locator(".confirm button")).to_have_count(0)
     assert not await is_read(ui.vernis, notification_id)
+
+
+async def test_an_approval_shows_every_argument(login_page: UI) -> None:
+    """A preview's object is shown whole unless it only names a record: a title never hides an amount or a recipient."""
+    shown = await login_page.page.evaluate(
+        """async () => {
+            const { renderPreview } = await import("/static/vernis/messages.js");
+            const text = (preview) => renderPreview(preview).textContent;
+            return {
+                mcp: text({ action: "Pay", tool: "pay__send", arguments: { title: "Refund", amount: 5000, to: "attacker" } }),
+                record: text({ action: "Update", contact: { id: "c-1", name: "Jane Cooper" } }),
+            };
+        }"""
+    )
+    assert '"amount":5000' in shown["mcp"]
+    assert '"to":"attacker"' in shown["mcp"]
+    assert "Jane Cooper" in shown["record"]
+    assert "c-1" not in shown["record"]

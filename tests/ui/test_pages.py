@@ -1,4 +1,5 @@
-"""The web UI's server side over plain HTTP: security headers, the config endpoint, login, tenancy."""
+"""The web UI's server side over plain HTTP: security headers, the config endpoint, the demo login
+(a host-style token in the cookie), tenancy, and what product mode leaves out."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from tests.fixtures.server import Vernis
 from tests.ui.conftest import UIFactory
+from vernis.app import verifier_from
 from vernis.web.security import CONTENT_SECURITY_POLICY
 
 PAGES = [
@@ -49,14 +51,34 @@ async def test_every_page_and_asset_carries_the_security_headers(
 
 
 async def test_config_says_whether_answers_are_scripted(ui_factory: UIFactory) -> None:
-    """`/api/assistant/config` says `scripted: true` only when the server runs the scripted model."""
+    """`/api/assistant/config` refuses a visitor without a token (401 JSON) and tells a member `scripted: true` only when the server runs the scripted model."""
     for flag in (True, False):
         async with (
             ui_factory(scripted_flag=flag) as vernis,
             httpx.AsyncClient(base_url=vernis.http_url) as client,
         ):
-            response = await client.get("/api/assistant/config")
-            assert response.json() == {"scripted": flag}
+            refused = await client.get("/api/assistant/config")
+            assert refused.status_code == 401
+            assert refused.json()["error"]["code"] == "unauthenticated"
+            response = await client.get("/api/assistant/config", headers=signed_in(vernis))
+            assert response.status_code == 200
+            body = response.json()
+            assert (body["name"], body["scripted"]) == ("Vernis", flag)
+            assert body["quick_actions"]
+
+
+async def test_product_mode_serves_the_assistant_but_no_demo(ui_factory: UIFactory) -> None:
+    """Without demo mode the assistant's files and API are served, but no login, no CRM pages, no demo assets and no CRM quick actions."""
+    async with (
+        ui_factory(demo=False) as vernis,
+        httpx.AsyncClient(base_url=vernis.http_url) as client,
+    ):
+        for path in ("/", "/login", "/contacts", "/calls", "/static/demo/demo.css"):
+            assert (await client.get(path, headers=signed_in(vernis))).status_code == 404, path
+        assert (await client.post("/login", data={"email": "owner@acme.test"})).status_code == 404
+        assert (await client.get("/static/vernis/element.js")).status_code == 200
+        config = await client.get("/api/assistant/config", headers=signed_in(vernis))
+        assert config.json() == {"name": "Vernis", "scripted": True, "quick_actions": [], "pages": []}
 
 
 async def test_root_redirects_to_login_without_a_cookie(vernis: Vernis, client: httpx.AsyncClient) -> None:
@@ -83,6 +105,15 @@ async def test_login_sets_a_safe_cookie(vernis: Vernis, client: httpx.AsyncClien
     token = cookie.split(";")[0].removeprefix("vernis_token=")
     async with vernis.connect(None, additional_headers={"Cookie": f"vernis_token={token}"}) as socket:
         await socket.until("history_end")
+    # The token a host signs for its user: the host's ids and the member's details as claims.
+    verifier = verifier_from(vernis.settings)
+    try:
+        claims = await verifier.verify(token)
+    finally:
+        await verifier.aclose()
+    assert (claims.sub, claims.org) == ("viewer@acme.test", "acme")
+    assert (claims.email, claims.role, claims.org_name) == ("viewer@acme.test", "viewer", "Acme Dental")
+    assert claims.name
     for target in ("//evil.example/", "https://evil.example/", "/\\evil.example"):
         response = await client.post("/login", data={"email": "viewer@acme.test", "next": target})
         assert response.headers["location"] == "/contacts", target
@@ -115,7 +146,7 @@ async def test_the_crm_shows_only_the_members_organization(vernis: Vernis, clien
     page = await client.get(f"/contacts/{ours}", headers=signed_in(vernis))
     assert page.status_code == 200
     assert f'<body data-entity-type="contact" data-entity-id="{ours}">' in page.text
-    assert '<script src="/static/vernis/assistant.js" defer></script>' in page.text
+    assert '<script type="module" src="/static/vernis/assistant.js"></script>' in page.text
     assert (await client.get(f"/contacts/{theirs}", headers=signed_in(vernis))).status_code == 404
     assert (await client.get("/contacts/not-a-uuid", headers=signed_in(vernis))).status_code == 404
     listing = await client.get("/contacts", params={"q": "Jane Cooper"}, headers=signed_in(vernis))

@@ -1,6 +1,2 @@
-"""The database layer. Importing any part of it registers every table on `SQLModel.metadata`
-(the core tables of `models`, the CRM of `crm`), so the metadata is always complete."""
-
-from vernis.db import crm, models
-
-__all__ = ["crm", "models"]
+"""The database layer: the core's tables (`models`), the engine, and the migrations that make them.
+A toolkit's tables live in the toolkit, with their own Alembic branch."""

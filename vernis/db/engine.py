@@ -25,7 +25,13 @@ from sqlalchemy.engine import URL, Dialect, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.ext.asyncio import create_async_engine as _create_async_engine
 
-__all__ = ["SQLITE_BUSY_TIMEOUT_MS", "create_engine", "dialect_insert", "session_factory"]
+__all__ = [
+    "SQLITE_BUSY_TIMEOUT_MS",
+    "create_engine",
+    "dialect_insert",
+    "session_factory",
+    "set_sqlite_pragmas",
+]
 
 SQLITE_BUSY_TIMEOUT_MS = 5000
 
@@ -78,11 +84,12 @@ def _with_driver(url: URL, driver: str) -> URL:
 
 def _sqlite_engine(url: URL) -> AsyncEngine:
     engine = _create_async_engine(url)
-    event.listen(engine.sync_engine, "connect", _set_sqlite_pragmas)
+    event.listen(engine.sync_engine, "connect", set_sqlite_pragmas)
     return engine
 
 
-def _set_sqlite_pragmas(dbapi_connection: Any, _connection_record: Any) -> None:
+def set_sqlite_pragmas(dbapi_connection: Any, _connection_record: Any) -> None:
+    """Set `_SQLITE_PRAGMAS` on a new SQLite connection (a `connect` event listener)."""
     cursor = dbapi_connection.cursor()
     try:
         for pragma in _SQLITE_PRAGMAS:

@@ -9,19 +9,22 @@ Within one process, calls are serialised too: Alembic keeps the running migratio
 from __future__ import annotations
 
 import asyncio
+import os
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 from sqlalchemy.engine import Connection
 
 import vernis
 from vernis.db.engine import create_engine
 
-__all__ = ["MIGRATIONS_DIR", "current_revision", "head_revision", "upgrade"]
+__all__ = ["MIGRATIONS_DIR", "MigrationError", "current_revision", "head_revision", "upgrade"]
 
 MIGRATIONS_DIR = Path(vernis.__file__).resolve().parent.parent / "migrations"
 
@@ -37,24 +40,50 @@ def _process_lock() -> asyncio.Lock:
     return lock
 
 
-def _config(connection: Connection | None = None) -> Config:
+def _config(connection: Connection | None = None, branches: Sequence[Path] = ()) -> Config:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    if branches:
+        locations = [MIGRATIONS_DIR / "versions", *branches]
+        config.set_main_option("path_separator", "os")
+        config.set_main_option("version_locations", os.pathsep.join(str(path) for path in locations))
     if connection is not None:
         config.attributes["connection"] = connection
     return config
 
 
-async def upgrade(database_url: str, revision: str = "head") -> None:
-    """Migrate the database at `database_url` to `revision` (default: the newest), in one transaction.
+def _upgrade(connection: Connection, revision: str, branches: Sequence[Path]) -> None:
+    config = _config(connection, branches)
+    script = ScriptDirectory.from_config(config)
+    applied = MigrationContext.configure(connection).get_current_heads()
+    for current in applied:
+        try:
+            script.get_revision(current)
+        except CommandError:
+            raise MigrationError(
+                f"the database is at revision {current!r}, which this Vernis does not know: it was made by "
+                "a toolkit that is not enabled now, or by a pre-release Vernis whose schema cannot be "
+                "upgraded (enable that toolkit, or start from a new database)"
+            ) from None
+    command.upgrade(config, revision)
+
+
+class MigrationError(RuntimeError):
+    """The database's schema cannot be brought to this version's; the message says why and what to do."""
+
+
+async def upgrade(database_url: str, revision: str = "heads", *, branches: Sequence[Path] = ()) -> None:
+    """Migrate the database at `database_url` to `revision` (default: the newest of the core and of
+    every branch in `branches`, the version folders of the enabled toolkits), in one transaction.
 
     Creates the SQLite file if missing. Raises whatever the driver raises when the database is
-    unreachable; a database already at `revision` is left untouched.
+    unreachable; a database already at `revision` is left untouched. A database holding a revision
+    none of the scripts knows raises `MigrationError`.
     """
     engine = create_engine(database_url)
     try:
         async with _process_lock(), engine.begin() as connection:
-            await connection.run_sync(lambda sync: command.upgrade(_config(sync), revision))
+            await connection.run_sync(lambda sync: _upgrade(sync, revision, branches))
     finally:
         # The migration environment changes per-connection pragmas on SQLite: never pool it on.
         await engine.dispose()

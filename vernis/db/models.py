@@ -31,10 +31,8 @@ __all__ = [
     "Message",
     "MessageRole",
     "MessageStatus",
-    "Notification",
     "OrgAIRules",
     "Organization",
-    "Role",
     "UTCDateTime",
     "table_of",
     "utcnow",
@@ -82,13 +80,6 @@ class UTCDateTime(sa.TypeDecorator[datetime]):
         return value.astimezone(UTC)
 
 
-class Role(enum.StrEnum):
-    OWNER = "owner"
-    ADMIN = "admin"
-    MEMBER = "member"
-    VIEWER = "viewer"
-
-
 class MessageRole(enum.StrEnum):
     USER = "user"
     ASSISTANT = "assistant"
@@ -119,20 +110,28 @@ class Organization(SQLModel, table=True):
 
     id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
     name: str = Field(max_length=255)
-    slug: str = Field(max_length=64, unique=True)
+    # The host's id of the organization (the token's `org` claim, SPEC §2).
+    external_id: str = Field(max_length=255, unique=True)
     # IANA zone name; "today" in the system prompt and analytics are computed in it.
     timezone: str = Field(default="UTC", max_length=64)
     created_at: datetime = Field(default_factory=utcnow, sa_type=_tz())
 
 
 class Member(SQLModel, table=True):
+    """A host's user, made just in time from their first token and kept up to date from later ones."""
+
     __tablename__ = "member"
+    __table_args__ = (
+        sa.UniqueConstraint("organization_id", "external_id", name="uq_member_organization_id"),
+    )
 
     id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
-    organization_id: uuid.UUID = Field(foreign_key="organization.id", index=True, ondelete="CASCADE")
-    email: str = Field(max_length=320, unique=True)
+    organization_id: uuid.UUID = Field(foreign_key="organization.id", ondelete="CASCADE")
+    # The host's id of the user (the token's `sub`), unique within the organization.
+    external_id: str = Field(max_length=255)
+    email: str | None = Field(default=None, max_length=320)
     name: str = Field(max_length=255)
-    role: str = Field(default=Role.MEMBER.value, max_length=16)
+    role: str = Field(default="member", max_length=64)
     # Permissions the organization took away from this one member, on top of their role's set
     # (e.g. "assistant:use" to keep them off the assistant). The database default covers inserts
     # that leave it out.
@@ -273,23 +272,4 @@ class AuditEntry(SQLModel, table=True):
     approval_id: uuid.UUID | None = Field(
         default=None, foreign_key="assistant_approval.id", ondelete="SET NULL"
     )
-    created_at: datetime = Field(default_factory=utcnow, sa_type=_tz())
-
-
-class Notification(SQLModel, table=True):
-    """A notification for one member (the product's bell icon)."""
-
-    __tablename__ = "notification"
-    __table_args__ = (sa.Index("ix_notification_member_read", "organization_id", "member_id", "read_at"),)
-
-    id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
-    organization_id: uuid.UUID = Field(foreign_key="organization.id", ondelete="CASCADE")
-    member_id: uuid.UUID = Field(foreign_key="member.id", ondelete="CASCADE")
-    # e.g. missed_call, new_sms, task_due, plan_completed, mention
-    kind: str = Field(max_length=32)
-    title: str = Field(max_length=255)
-    body: str = Field(default="", sa_type=sa.Text())
-    # The route of the thing it is about, when there is one (e.g. /contacts/<id>).
-    link: str | None = Field(default=None, max_length=512)
-    read_at: datetime | None = Field(default=None, sa_type=_tz())
     created_at: datetime = Field(default_factory=utcnow, sa_type=_tz())

@@ -2,18 +2,20 @@
 
 `AnswerService.start()` runs an answer as a task of the app: the socket that sent the message may
 close, the answer still runs to its end and is stored. Its events go through the hub to every socket
-that shows the conversation. This module is the one translator from the loop's internal events to
-wire frames.
+that shows the conversation. This module turns the loop's events into the conversation's events
+(`vernis.services.events`); the socket layer encodes them.
 
-Storage, per answer: the assistant message is inserted (status `streaming`) by the first flush,
-updated at most once a second while the answer streams (never per delta), and written once more
-with its final status (`complete`, `stopped` or `failed`), text, tool calls and token counts.
+Storage, per answer: the assistant message's row exists from the start (empty, `streaming`: stored
+with the user's message, `ConversationStore.add_exchange`). While answers stream, one flusher writes
+every answer that changed, once a second, all of them in one transaction (never per delta, never one
+write per answer). At its end an answer is written once more with its final status (`complete`,
+`stopped` or `failed`), text, tool calls and token counts; answers ending together share that write
+too (a group commit: the first to arrive writes for all that queue behind it).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -25,6 +27,7 @@ from vernis.context.window import ConversationWindow, WindowEntry
 from vernis.db.models import MessageRole, MessageStatus
 from vernis.exceptions import LLMError, VernisError
 from vernis.logs import conversation_context
+from vernis.services import events
 from vernis.services.assistant import (
     AnswerEvent,
     LoopSettings,
@@ -34,11 +37,10 @@ from vernis.services.assistant import (
     UsageAdded,
     run_loop,
 )
-from vernis.services.hub import EventHub, publish_event
+from vernis.services.hub import EventHub
 from vernis.services.llm import ChatModel
-from vernis.services.persistence import ConversationStore
-from vernis.services.registry import ToolRunner
-from vernis.ws import protocol
+from vernis.services.persistence import ConversationStore, MessageUpdate
+from vernis.tools.runner import ToolRunner
 
 __all__ = ["AnswerService", "AnswerSpec", "RunningAnswer"]
 
@@ -50,7 +52,6 @@ FLUSH_INTERVAL = 1.0
 @dataclass(frozen=True, slots=True)
 class AnswerSpec:
     conversation_id: UUID
-    member_id: UUID
     messages: list[dict[str, Any]]
     runner: ToolRunner | None
     window: ConversationWindow
@@ -73,9 +74,7 @@ class RunningAnswer:
     started_at: float = field(default_factory=time.monotonic)
     first_token_at: float | None = None
     task: asyncio.Task[None] | None = None
-    _inserted: bool = False
     _dirty: bool = False
-    _done: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def conversation_id(self) -> UUID:
@@ -97,6 +96,10 @@ class AnswerService:
         self._model = model
         self._running: dict[UUID, RunningAnswer] = {}
         self._stored_hooks: list[AnswerStored] = []
+        self._flusher: asyncio.Task[None] | None = None
+        # The group commit of answer rows: rows waiting to be written, and whether a writer is at work.
+        self._queued: list[tuple[list[MessageUpdate], asyncio.Future[None]]] = []
+        self._writing = False
 
     def on_stored(self, hook: AnswerStored) -> None:
         self._stored_hooks.append(hook)
@@ -113,6 +116,8 @@ class AnswerService:
         answer = RunningAnswer(spec, message_id=spec.message_id, owner=owner)
         self._running[spec.conversation_id] = answer
         answer.task = asyncio.create_task(self._run(answer), name=f"answer {spec.conversation_id}")
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush_periodically(), name="answer flusher")
         return answer
 
     def stop(self, conversation_id: UUID) -> bool:
@@ -125,12 +130,14 @@ class AnswerService:
     async def shutdown(self, grace: float) -> None:
         """Let answers finish for `grace` seconds, then stop the rest (their partial text is stored)."""
         tasks = [a.task for a in self._running.values() if a.task is not None]
-        if not tasks:
-            return
-        _, pending = await asyncio.wait(tasks, timeout=grace)
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=grace)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        if self._flusher is not None:
+            self._flusher.cancel()
+            await asyncio.gather(self._flusher, return_exceptions=True)
 
     # --- the run ------------------------------------------------------------------------------
 
@@ -140,11 +147,10 @@ class AnswerService:
         status = MessageStatus.COMPLETE
         error: VernisError | None = None
         with conversation_context(conversation_id):
-            self._publish(
+            self._hub.publish(
                 conversation_id,
-                protocol.AssistantStart(conversation_id=conversation_id, message_id=answer.message_id),
+                events.AnswerStarted(conversation_id=conversation_id, message_id=answer.message_id),
             )
-            flusher = asyncio.create_task(self._flush_periodically(answer))
             try:
                 await run_loop(self._model, spec.messages, spec.runner, spec.loop, self._emitter(answer))
             except asyncio.CancelledError:
@@ -158,12 +164,13 @@ class AnswerService:
                 logger.exception("answer failed")
             finally:
                 # Shielded: a second cancellation (shutdown) must not lose what was written.
-                await asyncio.shield(self._finish(answer, flusher, status, error))
+                await asyncio.shield(self._finish(answer, status, error))
 
     def _emitter(self, answer: RunningAnswer) -> Callable[[AnswerEvent], None]:
         hub, conversation_id = self._hub, answer.spec.conversation_id
+        publish = hub.publish
         parts = answer.parts
-        encode_text = protocol.encode_text_delta
+        text_delta = events.TextDelta
 
         def emit(event: AnswerEvent) -> None:
             if type(event) is TextChunk:
@@ -172,10 +179,7 @@ class AnswerService:
                 answer._dirty = True
                 if answer.first_token_at is None:
                     answer.first_token_at = time.monotonic()
-                content = event.content
-                hub.publish(
-                    conversation_id, lambda seq: encode_text(content, seq), "text_delta", text=content
-                )
+                publish(conversation_id, text_delta(event.content))
             elif isinstance(event, ToolStarted):
                 answer.tool_calls.append(
                     {
@@ -187,9 +191,9 @@ class AnswerService:
                     }
                 )
                 answer._dirty = True
-                self._publish(
+                publish(
                     conversation_id,
-                    protocol.ToolCallStarted(
+                    events.ToolCallStarted(
                         call_id=event.call_id, tool_name=event.tool_name, arguments=event.arguments
                     ),
                 )
@@ -208,9 +212,9 @@ class AnswerService:
                     else [outcome.call_id, outcome.resolved_call]
                 )
                 for call_id in cards:
-                    self._publish(
+                    publish(
                         conversation_id,
-                        protocol.ToolCallCompleted(
+                        events.ToolCallCompleted(
                             call_id=call_id,
                             tool_name=outcome.tool_name,
                             status=outcome.status,
@@ -218,9 +222,9 @@ class AnswerService:
                         ),
                     )
                 if outcome.confirmation_id is not None:
-                    self._publish(
+                    publish(
                         conversation_id,
-                        protocol.ConfirmationRequired(
+                        events.ConfirmationRequired(
                             confirmation_id=outcome.confirmation_id,
                             call_id=outcome.call_id,
                             tool_name=outcome.tool_name,
@@ -233,53 +237,75 @@ class AnswerService:
 
         return emit
 
-    def _publish(self, conversation_id: UUID, event: protocol.Event) -> None:
-        publish_event(self._hub, conversation_id, event)
+    async def _flush_periodically(self) -> None:
+        """Every `FLUSH_INTERVAL`, write every streaming answer that changed, in one transaction;
+        ends when no answer runs (the next answer starts it again)."""
+        while self._running:
+            await asyncio.sleep(FLUSH_INTERVAL)
+            dirty = [answer for answer in self._running.values() if answer._dirty]
+            if not dirty:
+                continue
+            for answer in dirty:
+                answer._dirty = False
+            try:
+                await self._store.update_messages(
+                    [self._row(answer, MessageStatus.STREAMING) for answer in dirty]
+                )
+            except Exception:
+                # A failed flush is retried by the next one; the final write reports for real.
+                for answer in dirty:
+                    answer._dirty = True
+                logger.exception("flushing %d partial answers failed", len(dirty))
 
-    async def _flush_periodically(self, answer: RunningAnswer) -> None:
-        while not answer._done.is_set():
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(FLUSH_INTERVAL):
-                    await answer._done.wait()
-            if answer._dirty and not answer._done.is_set():
+    @staticmethod
+    def _row(answer: RunningAnswer, status: MessageStatus, *, final: bool = False) -> MessageUpdate:
+        return MessageUpdate(
+            answer.message_id,
+            answer.text,
+            [dict(call) for call in answer.tool_calls] or None,
+            status,
+            prompt_tokens=(answer.prompt_tokens or None) if final else None,
+            completion_tokens=(answer.completion_tokens or None) if final else None,
+        )
+
+    async def _write(self, rows: list[MessageUpdate]) -> None:
+        """Store answers' rows. One write at a time, in the order asked (a final row is never overtaken
+        by a flush of the same answer): rows asked for while a write is under way are written together
+        by the next one, by whichever caller finds no writer at work."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queued.append((rows, done))
+        if not self._writing:
+            await self._drain()
+        await done
+
+    async def _drain(self) -> None:
+        self._writing = True
+        try:
+            while self._queued:
+                batch, self._queued = self._queued, []
                 try:
-                    await self._write(answer, MessageStatus.STREAMING)
-                except Exception:
-                    # A failed flush is retried by the next one; the final write reports for real.
-                    logger.exception("flushing a partial answer failed")
+                    await self._store.update_messages([row for rows, _ in batch for row in rows])
+                except BaseException as exc:
+                    # Each waiter gets the failure; a cancellation of this writer goes on up.
+                    failure = exc if isinstance(exc, Exception) else VernisError()
+                    for _, waiting in batch:
+                        if not waiting.done():
+                            waiting.set_exception(failure)
+                    if not isinstance(exc, Exception):
+                        raise
+                    continue
+                for _, waiting in batch:
+                    if not waiting.done():
+                        waiting.set_result(None)
+        finally:
+            self._writing = False
+            if self._queued:
+                # The writer was cancelled with rows still queued behind it: write them anyway.
+                asyncio.get_running_loop().create_task(self._drain())
 
-    async def _write(self, answer: RunningAnswer, status: MessageStatus, **extra: Any) -> None:
-        answer._dirty = False
-        content = answer.text
-        calls = [dict(call) for call in answer.tool_calls] or None
-        if not answer._inserted:
-            await self._store.add_message(
-                answer.spec.conversation_id,
-                MessageRole.ASSISTANT,
-                content,
-                message_id=answer.message_id,
-                status=status,
-                tool_calls=calls,
-                model=answer.spec.loop.model,
-            )
-            answer._inserted = True
-            if extra:
-                await self._store.update_message(answer.message_id, **extra)
-        else:
-            await self._store.update_message(
-                answer.message_id, content=content, tool_calls=calls, status=status, **extra
-            )
-
-    async def _finish(
-        self,
-        answer: RunningAnswer,
-        flusher: asyncio.Task[None],
-        status: MessageStatus,
-        error: VernisError | None,
-    ) -> None:
+    async def _finish(self, answer: RunningAnswer, status: MessageStatus, error: VernisError | None) -> None:
         conversation_id = answer.spec.conversation_id
-        answer._done.set()
-        await asyncio.gather(flusher, return_exceptions=True)
+        answer._dirty = False
         for call in answer.tool_calls:
             if call["status"] == "running":
                 call["status"] = "error"
@@ -291,21 +317,19 @@ class AnswerService:
                     },
                 }
         try:
-            await self._write(
-                answer,
-                status,
-                prompt_tokens=answer.prompt_tokens or None,
-                completion_tokens=answer.completion_tokens or None,
-            )
+            await self._write([self._row(answer, status, final=True)])
         except Exception:
             logger.exception("storing the answer failed")
             status, error = MessageStatus.FAILED, error or VernisError()
         answer.spec.window.append(WindowEntry(MessageRole.ASSISTANT, answer.text, tuple(answer.tool_calls)))
         if error is not None:
-            self._publish(conversation_id, protocol.ErrorEvent(code=error.code, message=error.public_message))
-        self._publish(
+            self._hub.publish(
+                conversation_id,
+                events.ErrorOccurred(code=error.code, message=error.public_message),
+            )
+        self._hub.publish(
             conversation_id,
-            protocol.AssistantEnd(
+            events.AnswerEnded(
                 conversation_id=conversation_id,
                 message_id=answer.message_id,
                 stopped=status == MessageStatus.STOPPED,

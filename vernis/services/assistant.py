@@ -22,7 +22,7 @@ import orjson
 
 from vernis.exceptions import LLMStalled, LLMUnavailable
 from vernis.services.llm import ChatModel, ChatRequest, Finish, TextDelta, ToolCall, Usage
-from vernis.services.registry import ToolOutcome, ToolRunner
+from vernis.tools.runner import ToolOutcome, ToolRunner
 
 __all__ = [
     "AnswerEvent",
@@ -84,6 +84,7 @@ async def run_loop(
     """Run one answer; returns the last finish reason. `messages` starts with the system prompt."""
     history = list(messages)
     tools = runner.toolset.definitions() if runner is not None else []
+    tools_json = runner.toolset.definitions_json() if runner is not None and tools else None
     emitted = False
     last_text = ""
     finish = "stop"
@@ -93,6 +94,7 @@ async def run_loop(
             model=settings.model,
             messages=history,
             tools=() if final else tools,
+            tools_json=None if final else tools_json,
             max_tokens=settings.max_tokens,
         )
         attempt = 0

@@ -17,36 +17,40 @@ reading the replay window and the lease are coroutines, and a subscriber must ex
 delivered while it is still reading the replay (it holds such frames and drops those it already
 sent, by `seq`).
 
-Delivery never blocks the publisher: a subscriber is a `Sink` whose `deliver()` queues the frame
-and returns at once (a subscriber too slow to keep up is disconnected by its own connection).
+Events are the services' typed events (`vernis.services.events`); the hub encodes each once, with
+the encoder the socket layer gives it, and keeps the frame beside the event. Delivery never blocks
+the publisher: a subscriber is a `Sink` whose `deliver()` queues the frame and returns at once (a
+subscriber too slow to keep up is disconnected by its own connection).
+
+The replay windows of conversations nobody shows or answers in any more are swept once a minute by
+`run()`, which the app runs for as long as it serves.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple, Protocol
 from uuid import UUID
 
-from vernis.ws import protocol
+from vernis.services.events import AnswerEnded, AnswerStarted, Event, TextDelta
 
-__all__ = ["REPLAY_SECONDS", "EventHub", "HubEvent", "InFlight", "MemoryHub", "Sink", "publish_event"]
+__all__ = ["REPLAY_SECONDS", "Encoder", "EventHub", "HubEvent", "InFlight", "MemoryHub", "Sink"]
+
+logger = logging.getLogger("vernis.hub")
 
 # How long published events stay replayable. The spec asks for at least two minutes.
 REPLAY_SECONDS = 300.0
 # Per conversation, so one runaway answer cannot hold unbounded memory.
 REPLAY_MAX_EVENTS = 50_000
+# How often replay windows nobody needs any more are forgotten.
+SWEEP_SECONDS = 60.0
 
-
-class Sink(Protocol):
-    def deliver(self, frame: str, seq: int) -> None:
-        """Queue one encoded frame for the socket; must not block or raise."""
-        ...
-
-
-# An event that still needs its `seq`: called once with the number, returns the encoded frame.
-FrameBuilder = Callable[[int], str]
+# The socket layer's encoder, injected: an event and its seq -> the frame every subscriber gets.
+Encoder = Callable[[Event, int], str]
 
 
 class HubEvent(NamedTuple):
@@ -55,11 +59,14 @@ class HubEvent(NamedTuple):
 
     seq: int
     frame: str
-    # The event's `type` on the wire.
-    kind: str
-    # For a `text_delta`, its content (so a replay can merge a run of deltas into one).
-    text: str | None
+    event: Event
     at: float
+
+
+class Sink(Protocol):
+    def deliver(self, event: HubEvent) -> None:
+        """Queue one published event for the socket; must not block or raise."""
+        ...
 
 
 class InFlight(NamedTuple):
@@ -73,19 +80,10 @@ class EventHub(Protocol):
 
     def unsubscribe(self, conversation_id: UUID, sink: Sink) -> None: ...
 
-    def publish(
-        self,
-        conversation_id: UUID,
-        build: FrameBuilder,
-        kind: str,
-        *,
-        text: str | None = None,
-        message_id: UUID | None = None,
-    ) -> int:
-        """Number the event, keep it for replay, deliver it to every subscriber, return its `seq`.
+    def publish(self, conversation_id: UUID, event: Event) -> HubEvent:
+        """Number the event, encode it once, keep it for replay, deliver it to every subscriber.
 
-        `kind` is the event's wire `type`; an `assistant_start` names its `message_id` (the answer
-        is then in flight until its `assistant_end`).
+        An `AnswerStarted` puts its answer in flight until the matching `AnswerEnded`.
         """
         ...
 
@@ -108,21 +106,9 @@ class EventHub(Protocol):
 
     async def holder(self, conversation_id: UUID) -> str | None: ...
 
-
-def publish_event(hub: EventHub, conversation_id: UUID, event: protocol.Event) -> tuple[int, str]:
-    """Publish a wire event in the conversation; returns its `seq` and the frame every subscriber got
-    (for a socket that must also get it without showing the conversation)."""
-    build = protocol.numbered(event)
-    frame = ""
-
-    def numbered(seq: int) -> str:
-        nonlocal frame
-        frame = build(seq)
-        return frame
-
-    message_id = event.message_id if isinstance(event, protocol.AssistantStart) else None
-    seq = hub.publish(conversation_id, numbered, event.type, message_id=message_id)
-    return seq, frame
+    async def run(self) -> None:
+        """Background upkeep for as long as the app runs (cancelled at shutdown)."""
+        ...
 
 
 class MemoryHub:
@@ -130,11 +116,15 @@ class MemoryHub:
 
     def __init__(
         self,
+        encode: Encoder,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         replay_seconds: float = REPLAY_SECONDS,
         replay_max_events: int = REPLAY_MAX_EVENTS,
+        sweep_seconds: float = SWEEP_SECONDS,
     ) -> None:
+        self._encode = encode
+        self._sweep_seconds = sweep_seconds
         self._subscribers: dict[UUID, list[Sink]] = {}
         self._seq: dict[UUID, int] = {}
         self._events: dict[UUID, deque[HubEvent]] = {}
@@ -165,18 +155,10 @@ class MemoryHub:
 
     # --- events ----------------------------------------------------------------------------------
 
-    def publish(
-        self,
-        conversation_id: UUID,
-        build: FrameBuilder,
-        kind: str,
-        *,
-        text: str | None = None,
-        message_id: UUID | None = None,
-    ) -> int:
+    def publish(self, conversation_id: UUID, event: Event) -> HubEvent:
         seq = self.last_seq(conversation_id) + 1
         self._seq[conversation_id] = seq
-        frame = build(seq)
+        frame = self._encode(event, seq)
         now = self._monotonic()
         events = self._events.get(conversation_id)
         if events is None:
@@ -185,14 +167,18 @@ class MemoryHub:
             horizon = now - self._replay_seconds
             while events and events[0].at < horizon:
                 events.popleft()
-        events.append(HubEvent(seq, frame, kind, text, now))
-        if kind == "assistant_start" and message_id is not None:
-            self._in_flight[conversation_id] = InFlight(message_id, seq)
-        elif kind == "assistant_end":
-            self._in_flight.pop(conversation_id, None)
-        for sink in tuple(self._subscribers.get(conversation_id, ())):
-            sink.deliver(frame, seq)
-        return seq
+        published = HubEvent(seq, frame, event, now)
+        events.append(published)
+        if type(event) is not TextDelta:
+            if isinstance(event, AnswerStarted):
+                self._in_flight[conversation_id] = InFlight(event.message_id, seq)
+            elif isinstance(event, AnswerEnded):
+                self._in_flight.pop(conversation_id, None)
+        sinks = self._subscribers.get(conversation_id)
+        if sinks:
+            for sink in tuple(sinks):
+                sink.deliver(published)
+        return published
 
     def last_seq(self, conversation_id: UUID) -> int:
         seq = self._seq.get(conversation_id)
@@ -235,6 +221,14 @@ class MemoryHub:
             del self._events[conversation_id]
             self._seq.pop(conversation_id, None)
             self._in_flight.pop(conversation_id, None)
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self._sweep_seconds)
+            try:
+                self.sweep()
+            except Exception:  # pragma: no cover - a bug here must not stop the upkeep
+                logger.exception("sweeping replay windows failed")
 
     # --- the answer lease ------------------------------------------------------------------------
 

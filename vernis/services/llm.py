@@ -42,6 +42,9 @@ class ChatRequest:
     messages: Sequence[Message]
     # OpenAI tool definitions ({"type": "function", "function": {name, description, parameters}}).
     tools: Sequence[dict[str, Any]] = ()
+    # The same definitions as a JSON array, when the caller has them encoded already (an adapter that
+    # sends JSON uses them instead of encoding `tools` again).
+    tools_json: bytes | None = None
     max_tokens: int | None = None
     temperature: float | None = None
     # Free-form tag the adapter forwards as the request's `user` field (for provider abuse tracking).

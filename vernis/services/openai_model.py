@@ -28,10 +28,11 @@ import email.utils
 import ssl
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import aclosing, asynccontextmanager
 from typing import Any
 
+import aiohttp
 import httpx2
 import openai
 import orjson
@@ -45,6 +46,8 @@ __all__ = ["OpenAIChatModel"]
 PLACEHOLDER_API_KEY = "not-needed"
 _NOTHING: tuple[ModelEvent, ...] = ()
 _DETAIL_CHARS = 300
+# Concurrent answers each hold an upstream connection; all of them are kept for reuse.
+_LIMITS = httpx2.Limits(max_connections=2000, max_keepalive_connections=2000)
 # The header with which the SDK's `with_streaming_response` asks for the response unread.
 _RAW_RESPONSE_HEADER = "X-Stainless-Raw-Response"
 
@@ -68,13 +71,18 @@ class OpenAIChatModel:
     ) -> None:
         self.base_url = base_url
         self.stall_timeout = stall_timeout
+        # The client's default read timeout is 600 s: a stalled model would hold an answer open
+        # for ten minutes.
+        timeout = httpx2.Timeout(stall_timeout, connect=connect_timeout, pool=connect_timeout)
         self._client = openai.AsyncOpenAI(
             base_url=base_url,
             api_key=api_key or PLACEHOLDER_API_KEY,
-            # The client's default read timeout is 600 s: a stalled model would hold an answer open
-            # for ten minutes.
-            timeout=httpx2.Timeout(stall_timeout, connect=connect_timeout, pool=connect_timeout),
+            timeout=timeout,
             max_retries=max_retries,
+            # aiohttp under the client: a streamed chunk costs one read, where the default transport
+            # pauses and resumes the socket and enters a timeout scope per read (PERF-NOTES), and
+            # every concurrent answer keeps its connection open for the next one.
+            http_client=openai.DefaultAioHttpClient(timeout=timeout, limits=_LIMITS),
         )
 
     async def aclose(self) -> None:
@@ -92,7 +100,7 @@ class OpenAIChatModel:
                 watch = _StallWatch(self.stall_timeout)
                 pending = b""
                 try:
-                    async with aclosing(http.aiter_bytes()) as reads:
+                    async with aclosing(_reads(http)) as reads:
                         while not assembler.done:
                             watch.waiting = True
                             try:
@@ -147,7 +155,7 @@ class OpenAIChatModel:
         response = await self._client.post(
             "/chat/completions",
             cast_to=httpx2.Response,
-            content=orjson.dumps(_params(request)),
+            content=_body(request),
             options={"headers": {_RAW_RESPONSE_HEADER: "stream", "Content-Type": "application/json"}},
         )
         try:
@@ -164,6 +172,29 @@ class OpenAIChatModel:
         except httpx2.TransportError as exc:
             raise LLMUnavailable(detail=f"{type(exc).__name__}: {exc}"[:_DETAIL_CHARS]) from exc
         return _Assembler().feed_completion(body)
+
+
+async def _reads(http: httpx2.Response) -> AsyncGenerator[bytes, None]:
+    """The response body as it arrives. Under the aiohttp transport, straight from aiohttp's reader:
+    a paced chunk then costs one read, not a stack of six async generators (httpx2's decoding and
+    accounting, the transport's adapter); aiohttp's errors are given the httpx2 types the caller
+    handles. Any other transport, or a compressed body, goes through `aiter_bytes()`."""
+    aiohttp_response = getattr(getattr(http.stream, "_stream", None), "_aiohttp_response", None)
+    if aiohttp_response is None or http.headers.get("content-encoding", "identity") != "identity":
+        async for data in http.aiter_bytes():
+            yield data
+        return
+    content = aiohttp_response.content
+    while True:
+        try:
+            data = await content.readany()
+        except aiohttp.ServerTimeoutError as exc:
+            raise httpx2.ReadTimeout(str(exc)) from exc
+        except aiohttp.ClientError as exc:
+            raise httpx2.ReadError(str(exc) or type(exc).__name__) from exc
+        if not data:
+            return
+        yield data
 
 
 class _StallWatch:
@@ -212,6 +243,15 @@ class _StallWatch:
 
     def close(self) -> None:
         self._handle.cancel()
+
+
+def _body(request: ChatRequest) -> bytes:
+    """The request's JSON; tool definitions encoded already are spliced in, not encoded again."""
+    if request.tools_json is None or not request.tools:
+        return orjson.dumps(_params(request))
+    params = _params(request)
+    del params["tools"]
+    return orjson.dumps(params)[:-1] + b',"tools":' + request.tools_json + b"}"
 
 
 def _params(request: ChatRequest) -> dict[str, Any]:

@@ -1,11 +1,12 @@
-"""The conversation store: everything a connection reads and writes about members, AI rules,
-conversations and their messages.
+"""The conversation store: everything a session reads and writes about AI rules, conversations and
+their messages (members are `vernis.identity`'s).
 
 Contracts:
 
 - Results are frozen dataclasses (`MemberInfo`, `ConversationInfo`, `StoredMessage`); no ORM object
   ever leaves this module.
-- Every method runs in its own short transaction; none holds a connection between calls.
+- Every method runs in its own short transaction; none holds a connection between calls. Writes run
+  whole in one hop (`vernis.db.transactions`: on SQLite, on the process's one writer thread).
 - A method taking `member_id` and `organization_id` scopes every query by both: another member's
   conversation (or one of this member's in another organization) is indistinguishable from a missing
   one (None / False).
@@ -21,13 +22,17 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 import sqlalchemy as sa
+from cachetools import TTLCache
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vernis.db.engine import dialect_insert
@@ -43,16 +48,19 @@ from vernis.db.models import (
     table_of,
     utcnow,
 )
+from vernis.db.transactions import EngineTransactions, Transactions
 from vernis.exceptions import Forbidden, InvalidMessage, NotFound, VernisError
 
 __all__ = [
+    "AI_RULES_TTL",
     "FEEDBACK_RATINGS",
     "MAX_LIST_LIMIT",
     "MAX_TITLE_LENGTH",
+    "ConversationFull",
     "ConversationInfo",
     "ConversationStore",
     "DuplicateClientMessage",
-    "MemberInfo",
+    "MessageUpdate",
     "StoredMessage",
 ]
 
@@ -65,6 +73,61 @@ _member = table_of(Member)
 _rules = table_of(OrgAIRules)
 _conversation = table_of(Conversation)
 _message = table_of(Message)
+
+# One statement for every answer update (built once: no statement construction per flush). Token
+# counts left NULL in the parameters keep what is stored.
+_UPDATE_ANSWER = (
+    sa.update(_message)
+    .where(_message.c.id == sa.bindparam("answer_id"))
+    .values(
+        content=sa.bindparam("content"),
+        tool_calls_json=sa.bindparam("tool_calls_json", type_=_message.c.tool_calls_json.type),
+        status=sa.bindparam("status"),
+        prompt_tokens=sa.func.coalesce(
+            sa.bindparam("prompt_tokens", type_=sa.Integer()), _message.c.prompt_tokens
+        ),
+        completion_tokens=sa.func.coalesce(
+            sa.bindparam("completion_tokens", type_=sa.Integer()), _message.c.completion_tokens
+        ),
+        updated_at=sa.bindparam("updated_at", type_=UTCDateTime()),
+    )
+)
+AI_RULES_TTL = 5.0
+
+
+@functools.cache
+def _take_positions(count: int, below_limit: bool) -> sa.Update:
+    """Take the next `count` positions of a conversation (only while it holds fewer than the bound
+    parameter `limit`, with `below_limit`): its `message_count` and `updated_at` move, never
+    backwards (a concurrent add that read the clock later may have committed first). Built once per
+    shape: constructing a statement costs more than SQLite running it."""
+    now = sa.bindparam("now", type_=UTCDateTime())
+    statement = (
+        sa.update(_conversation)
+        .where(_conversation.c.id == sa.bindparam("conversation_id"))
+        .values(
+            message_count=_conversation.c.message_count + count,
+            updated_at=sa.case((_conversation.c.updated_at > now, _conversation.c.updated_at), else_=now),
+        )
+        .returning(_conversation.c.message_count)
+    )
+    if below_limit:
+        statement = statement.where(_conversation.c.message_count < sa.bindparam("limit"))
+    return statement
+
+
+@dataclass(frozen=True, slots=True)
+class _NewMessage:
+    id: UUID
+    role: str
+    content: str
+    status: str
+    tool_calls: list[dict[str, Any]] | None = None
+    client_message_id: str | None = None
+    model: str | None = None
+
+
+_INSERT_MESSAGE = sa.insert(_message)
 
 _ROLES = frozenset(role.value for role in MessageRole)
 _STATUSES = frozenset(status.value for status in MessageStatus)
@@ -84,18 +147,24 @@ class DuplicateClientMessage(VernisError):
         self.message_id = message_id
 
 
+class ConversationFull(VernisError):
+    """`add_exchange` with a `limit` found the conversation full; nothing was stored (roll over)."""
+
+    def __init__(self, conversation_id: UUID) -> None:
+        super().__init__()
+        self.conversation_id = conversation_id
+
+
 @dataclass(frozen=True, slots=True)
-class MemberInfo:
-    id: UUID
-    organization_id: UUID
-    organization_name: str
-    organization_timezone: str
-    email: str
-    name: str
-    role: str
-    removed: bool
-    # Taken away from this member on top of their role (`permissions_for(role, revoked_permissions)`).
-    revoked_permissions: tuple[str, ...] = ()
+class MessageUpdate:
+    """An answer's row as it stands: its text, tool calls, status, and token counts when known."""
+
+    message_id: UUID
+    content: str
+    tool_calls: list[dict[str, Any]] | None
+    status: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,37 +192,12 @@ class StoredMessage:
     created_at: datetime
 
 
-_MEMBER_COLUMNS = (
-    _member.c.id,
-    _member.c.organization_id,
-    _organization.c.name.label("organization_name"),
-    _organization.c.timezone.label("organization_timezone"),
-    _member.c.email,
-    _member.c.name,
-    _member.c.role,
-    _member.c.removed_at,
-    _member.c.revoked_permissions,
-)
 # Selected under the names of the dataclass fields, so that a row maps onto its dataclass by name.
 _CONVERSATION_COLUMNS = tuple(_conversation.c[field.name] for field in fields(ConversationInfo))
 _MESSAGE_COLUMNS = tuple(
     _message.c["tool_calls_json" if field.name == "tool_calls" else field.name].label(field.name)
     for field in fields(StoredMessage)
 )
-
-
-def _member_info(row: sa.RowMapping) -> MemberInfo:
-    return MemberInfo(
-        id=row["id"],
-        organization_id=row["organization_id"],
-        organization_name=row["organization_name"],
-        organization_timezone=row["organization_timezone"],
-        email=row["email"],
-        name=row["name"],
-        role=row["role"],
-        removed=row["removed_at"] is not None,
-        revoked_permissions=tuple(row["revoked_permissions"] or ()),
-    )
 
 
 def _conversation_info(row: sa.RowMapping) -> ConversationInfo:
@@ -197,43 +241,41 @@ def _check_status(status: str) -> None:
 class ConversationStore:
     """Reads and writes conversations and messages; one per process, shared by every connection."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        transactions: Transactions | None = None,
+        rules_ttl: float = AI_RULES_TTL,
+    ) -> None:
         self._engine = engine
+        # The hot writes (a message with its answer's row, the answers' rows) run here in one hop.
+        self._transactions = transactions or EngineTransactions(engine)
+        # Read per message: kept a few seconds (a change made here is seen at once; one made by
+        # another instance within `rules_ttl`).
+        self._rules: TTLCache[UUID, str] = TTLCache(maxsize=10_000, ttl=rules_ttl)
 
-    # Members and organizations
-
-    async def get_member(self, member_id: UUID) -> MemberInfo | None:
-        """The member with their organization, removed or not; None when there is no such member."""
-        return await self._one_member(_member.c.id == member_id)
-
-    async def get_member_by_email(self, email: str) -> MemberInfo | None:
-        """The member with this email, compared case-insensitively and ignoring surrounding blanks."""
-        return await self._one_member(sa.func.lower(_member.c.email) == email.strip().lower())
-
-    async def _one_member(self, where: sa.ColumnElement[bool]) -> MemberInfo | None:
-        statement = (
-            sa.select(*_MEMBER_COLUMNS)
-            .join(_organization, _organization.c.id == _member.c.organization_id)
-            .where(where)
-        )
-        async with self._engine.connect() as connection:
-            row = (await connection.execute(statement)).mappings().first()
-        return None if row is None else _member_info(row)
+    # AI rules
 
     async def get_ai_rules(self, organization_id: UUID) -> str:
         """The organization's AI rules, or "" when it has none."""
+        cached = self._rules.get(organization_id)
+        if cached is not None:
+            return cached
         async with self._engine.connect() as connection:
             rules = await connection.scalar(
                 sa.select(_rules.c.rules).where(_rules.c.organization_id == organization_id)
             )
+        self._rules[organization_id] = rules or ""
         return rules or ""
 
     async def set_ai_rules(self, organization_id: UUID, rules: str, updated_by: UUID) -> None:
         """Replace the organization's AI rules. Raises `Forbidden` when `updated_by` is not a current
         member of that organization (who may edit them is the caller's permission check)."""
         now = utcnow()
-        async with self._engine.begin() as connection:
-            editor = await connection.scalar(
+
+        def _tx(connection: Connection) -> Any:
+            editor = connection.scalar(
                 sa.select(_member.c.id).where(
                     _member.c.id == updated_by,
                     _member.c.organization_id == organization_id,
@@ -243,11 +285,14 @@ class ConversationStore:
             if editor is None:
                 raise Forbidden()
             values = {"rules": rules, "updated_by": updated_by, "updated_at": now}
-            await connection.execute(
+            connection.execute(
                 dialect_insert(connection.dialect, _rules)
                 .values(organization_id=organization_id, **values)
                 .on_conflict_do_update(index_elements=[_rules.c.organization_id], set_=values)
             )
+
+        await self._transactions.run(_tx)
+        self._rules[organization_id] = rules
 
     # Conversations
 
@@ -330,8 +375,9 @@ class ConversationStore:
             created_at=now,
             updated_at=now,
         )
-        async with self._engine.begin() as connection:
-            in_organization = await connection.scalar(
+
+        def _tx(connection: Connection) -> Any:
+            in_organization = connection.scalar(
                 sa.select(_member.c.id).where(
                     _member.c.id == member_id, _member.c.organization_id == organization_id
                 )
@@ -339,7 +385,7 @@ class ConversationStore:
             if in_organization is None:
                 raise Forbidden()
             if previous_conversation_id is not None:
-                previous = await connection.scalar(
+                previous = connection.scalar(
                     sa.select(_conversation.c.id).where(
                         _conversation.c.id == previous_conversation_id,
                         _owned_by(member_id, organization_id),
@@ -347,12 +393,10 @@ class ConversationStore:
                 )
                 if previous is None:
                     raise NotFound()
-            taken = await connection.scalar(
-                sa.select(_conversation.c.id).where(_conversation.c.id == info.id)
-            )
+            taken = connection.scalar(sa.select(_conversation.c.id).where(_conversation.c.id == info.id))
             if taken is not None:
                 raise InvalidMessage("That conversation id is already in use.")
-            await connection.execute(
+            connection.execute(
                 sa.insert(_conversation).values(
                     id=info.id,
                     organization_id=organization_id,
@@ -364,7 +408,9 @@ class ConversationStore:
                     updated_at=now,
                 )
             )
-        return info
+            return info
+
+        return await self._transactions.run(_tx)
 
     async def rename_conversation(
         self, conversation_id: UUID, member_id: UUID, organization_id: UUID, title: str
@@ -381,9 +427,12 @@ class ConversationStore:
             .values(title=title)
             .returning(*_CONVERSATION_COLUMNS)
         )
-        async with self._engine.begin() as connection:
-            row = (await connection.execute(statement)).mappings().first()
-        return None if row is None else _conversation_info(row)
+
+        def _tx(connection: Connection) -> Any:
+            row = (connection.execute(statement)).mappings().first()
+            return None if row is None else _conversation_info(row)
+
+        return await self._transactions.run(_tx)
 
     async def set_title(self, conversation_id: UUID, title: str) -> None:
         """Store a generated title (stripped, cut to `MAX_TITLE_LENGTH`; a blank one is ignored).
@@ -391,10 +440,13 @@ class ConversationStore:
         title = title.strip()[:MAX_TITLE_LENGTH]
         if not title:
             return
-        async with self._engine.begin() as connection:
-            await connection.execute(
+
+        def _tx(connection: Connection) -> Any:
+            connection.execute(
                 sa.update(_conversation).where(_conversation.c.id == conversation_id).values(title=title)
             )
+
+        await self._transactions.run(_tx)
 
     async def delete_conversation(
         self, conversation_id: UUID, member_id: UUID, organization_id: UUID
@@ -411,19 +463,20 @@ class ConversationStore:
             # PostgreSQL: a concurrent add_message waits, then finds the conversation gone.
             .with_for_update()
         )
-        async with self._engine.begin() as connection:
-            if await connection.scalar(owned) is None:
+
+        def _tx(connection: Connection) -> Any:
+            if connection.scalar(owned) is None:
                 return False
-            await connection.execute(sa.delete(_message).where(_message.c.conversation_id == conversation_id))
-            await connection.execute(
+            connection.execute(sa.delete(_message).where(_message.c.conversation_id == conversation_id))
+            connection.execute(
                 sa.update(_conversation)
                 .where(_conversation.c.previous_conversation_id == conversation_id)
                 .values(previous_conversation_id=None)
             )
-            result = await connection.execute(
-                sa.delete(_conversation).where(_conversation.c.id == conversation_id)
-            )
-        return result.rowcount == 1
+            result = connection.execute(sa.delete(_conversation).where(_conversation.c.id == conversation_id))
+            return result.rowcount == 1
+
+        return await self._transactions.run(_tx)
 
     # Messages
 
@@ -449,29 +502,53 @@ class ConversationStore:
         if role not in _ROLES:
             raise ValueError(f"message role must be one of {sorted(_ROLES)}, not {role!r}")
         _check_status(status)
-        # Plain strings in the results even when given enum members.
-        role, status = str(role), str(status)
-        now = utcnow()
-        message_id = message_id or uuid.uuid4()
-        stamp = sa.literal(now, UTCDateTime())
-        take_position = (
-            sa.update(_conversation)
-            .where(_conversation.c.id == conversation_id)
-            .values(
-                message_count=_conversation.c.message_count + 1,
-                # Never backwards: a concurrent add that read the clock later may have committed first.
-                updated_at=sa.case(
-                    (_conversation.c.updated_at > stamp, _conversation.c.updated_at), else_=stamp
-                ),
-            )
-            .returning(_conversation.c.message_count)
+        row = _NewMessage(
+            message_id or uuid.uuid4(), role, content, status, tool_calls, client_message_id, model
         )
-        async with self._engine.begin() as connection:
-            count = (await connection.execute(take_position)).scalar()
+        return await self._append(conversation_id, [row], limit=None)
+
+    async def add_exchange(
+        self,
+        conversation_id: UUID,
+        content: str,
+        *,
+        answer_id: UUID,
+        model: str | None,
+        client_message_id: str | None = None,
+        limit: int | None = None,
+    ) -> StoredMessage:
+        """Store a user message and, right after it, its answer's row (empty, `streaming`), in one
+        transaction: the start of an exchange costs one round trip. Returns the user's message.
+
+        With `limit`, a conversation already holding that many messages is not extended: raises
+        `ConversationFull` (nothing stored). Raises `DuplicateClientMessage` and `NotFound` as
+        `add_message` does.
+        """
+        user = _NewMessage(
+            uuid.uuid4(), MessageRole.USER, content, MessageStatus.COMPLETE, None, client_message_id
+        )
+        answer = _NewMessage(answer_id, MessageRole.ASSISTANT, "", MessageStatus.STREAMING, None, None, model)
+        return await self._append(conversation_id, [user, answer], limit=limit)
+
+    async def _append(
+        self, conversation_id: UUID, rows: list[_NewMessage], *, limit: int | None
+    ) -> StoredMessage:
+        """Append `rows` at the conversation's next positions in one transaction; returns the first.
+        The first statement takes the positions, so concurrent appends queue on the conversation row
+        (PostgreSQL) or the write lock (SQLite) and each sees the others' messages."""
+        now = utcnow()
+        parameters = {"conversation_id": conversation_id, "now": now, "limit": limit}
+        client_message_id = rows[0].client_message_id
+
+        def append(connection: Connection) -> StoredMessage:
+            count = connection.execute(_take_positions(len(rows), limit is not None), parameters).scalar()
             if count is None:
-                raise NotFound()
+                exists = connection.scalar(
+                    sa.select(_conversation.c.id).where(_conversation.c.id == conversation_id)
+                )
+                raise NotFound() if exists is None else ConversationFull(conversation_id)
             if client_message_id is not None:
-                existing = await connection.scalar(
+                existing = connection.scalar(
                     sa.select(_message.c.id).where(
                         _message.c.conversation_id == conversation_id,
                         _message.c.client_message_id == client_message_id,
@@ -479,33 +556,63 @@ class ConversationStore:
                 )
                 if existing is not None:
                     raise DuplicateClientMessage(conversation_id, client_message_id, existing)
-            stored = StoredMessage(
-                id=message_id,
+            first = count - len(rows)
+            connection.execute(
+                _INSERT_MESSAGE,
+                [
+                    {
+                        "id": row.id,
+                        "conversation_id": conversation_id,
+                        "position": first + offset,
+                        # Plain strings even when given enum members.
+                        "role": str(row.role),
+                        "content": row.content,
+                        "tool_calls_json": row.tool_calls,
+                        "status": str(row.status),
+                        "client_message_id": row.client_message_id,
+                        "model": row.model,
+                        "created_at": now,
+                        "updated_at": now,
+                    }
+                    for offset, row in enumerate(rows)
+                ],
+            )
+            head = rows[0]
+            return StoredMessage(
+                id=head.id,
                 conversation_id=conversation_id,
-                position=count - 1,
-                role=role,
-                content=content,
-                tool_calls=tool_calls,
-                status=status,
-                client_message_id=client_message_id,
+                position=first,
+                role=str(head.role),
+                content=head.content,
+                tool_calls=head.tool_calls,
+                status=str(head.status),
+                client_message_id=head.client_message_id,
                 created_at=now,
             )
-            await connection.execute(
-                sa.insert(_message).values(
-                    id=stored.id,
-                    conversation_id=conversation_id,
-                    position=stored.position,
-                    role=role,
-                    content=content,
-                    tool_calls_json=tool_calls,
-                    status=status,
-                    client_message_id=client_message_id,
-                    model=model,
-                    created_at=now,
-                    updated_at=now,
-                )
-            )
-        return stored
+
+        return await self._transactions.run(append)
+
+    async def update_messages(self, updates: Sequence[MessageUpdate]) -> None:
+        """Write many answers' text, tool calls and status in one transaction (one statement, many
+        rows): what the periodic flush of every streaming answer, and answers ending together, cost."""
+        if not updates:
+            return
+        for update in updates:
+            _check_status(update.status)
+        now = utcnow()
+        rows = [
+            {
+                "answer_id": u.message_id,
+                "content": u.content,
+                "tool_calls_json": u.tool_calls,
+                "status": str(u.status),
+                "prompt_tokens": u.prompt_tokens,
+                "completion_tokens": u.completion_tokens,
+                "updated_at": now,
+            }
+            for u in updates
+        ]
+        await self._transactions.run(lambda connection: connection.execute(_UPDATE_ANSWER, rows))
 
     async def update_message(
         self,
@@ -536,8 +643,11 @@ class ConversationStore:
             _check_status(status)
             values["status"] = str(status)
         values["updated_at"] = utcnow()
-        async with self._engine.begin() as connection:
-            await connection.execute(sa.update(_message).where(_message.c.id == message_id).values(values))
+
+        def _tx(connection: Connection) -> Any:
+            connection.execute(sa.update(_message).where(_message.c.id == message_id).values(values))
+
+        await self._transactions.run(_tx)
 
     async def messages(self, conversation_id: UUID, *, last: int | None = None) -> list[StoredMessage]:
         """The conversation's messages in order (position ascending); with `last=N`, only the N most
@@ -591,9 +701,12 @@ class ConversationStore:
             )
             .values(feedback_rating=rating, feedback_comment=comment)
         )
-        async with self._engine.begin() as connection:
-            result = await connection.execute(statement)
-        return result.rowcount == 1
+
+        def _tx(connection: Connection) -> Any:
+            result = connection.execute(statement)
+            return result.rowcount == 1
+
+        return await self._transactions.run(_tx)
 
     async def recover_interrupted(self, *, stale_after: timedelta | None = None) -> int:
         """Mark every message still `streaming` as `failed`, keeping its content; returns how many.
@@ -610,6 +723,9 @@ class ConversationStore:
         )
         if stale_after is not None:
             statement = statement.where(_message.c.updated_at < now - stale_after)
-        async with self._engine.begin() as connection:
-            result = await connection.execute(statement)
-        return result.rowcount
+
+        def _tx(connection: Connection) -> Any:
+            result = connection.execute(statement)
+            return result.rowcount
+
+        return await self._transactions.run(_tx)

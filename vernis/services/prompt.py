@@ -1,6 +1,7 @@
 """The system prompt, assembled per message, stable parts first (SPEC §7).
 
-Order: persona, rules for tools and confirmations, the organization (name, time zone, today's date
+Order: persona (the configuration's name and instructions, or a toolkit's persona), rules for
+tools and confirmations, the organization (name, time zone, today's date
 there), the organization's own AI rules, the member, the current page, the tools this member may
 use. What changes least comes first so that provider prompt caches keep hitting.
 """
@@ -11,16 +12,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from vernis.services.persistence import MemberInfo
-from vernis.services.registry import Toolset
+from vernis.context.page import CurrentPage
+from vernis.identity.members import MemberInfo
+from vernis.tools.runner import Toolset
 
-__all__ = ["CurrentPage", "PromptParts", "build_system_prompt"]
-
-PERSONA = """\
-You are Vernis, the assistant built into this CRM. You help the people of one organization work \
-with their contacts, calls, messages, plans, tasks and notifications. Be brief and concrete; use \
-Markdown for lists and tables. Never invent data: when you need facts, use a tool; when a tool \
-cannot give them, say so."""
+__all__ = ["PromptParts", "build_system_prompt"]
 
 RULES = """\
 ## Rules
@@ -35,16 +31,9 @@ the user plainly what did not work.
 
 
 @dataclass(frozen=True, slots=True)
-class CurrentPage:
-    route: str
-    entity_type: str | None = None
-    entity_id: str | None = None
-    # The entity's display name, looked up in the member's organization; None when unknown.
-    entity_name: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class PromptParts:
+    # The opening: who the assistant is (the configuration's, a toolkit's, or the default).
+    persona: str
     member: MemberInfo
     ai_rules: str
     toolset: Toolset
@@ -61,7 +50,7 @@ def build_system_prompt(parts: PromptParts) -> str:
         zone, zone_name = ZoneInfo("UTC"), "UTC"
     local = parts.now.astimezone(zone)
     sections = [
-        PERSONA,
+        parts.persona,
         RULES,
         "## Organization\n"
         f"- Name: {member.organization_name}\n"
@@ -73,7 +62,10 @@ def build_system_prompt(parts: PromptParts) -> str:
             "## Organization rules\nThe organization's administrators ask you to follow these:\n"
             + parts.ai_rules.strip()
         )
-    sections.append(f"## User\n- Name: {member.name}\n- Role: {member.role}\n- Email: {member.email}")
+    user = f"## User\n- Name: {member.name}\n- Role: {member.role}"
+    if member.email:
+        user += f"\n- Email: {member.email}"
+    sections.append(user)
     if parts.page is not None:
         sections.append(_page_section(parts.page))
     if parts.toolset:
@@ -92,5 +84,7 @@ def _page_section(page: CurrentPage) -> str:
     if page.entity_type and page.entity_name:
         label = page.entity_type.replace("_", " ")
         lines.append(f'- The user is looking at the {label} "{page.entity_name}" (id {page.entity_id}).')
+        if page.entity_summary:
+            lines.append(f"- About it: {page.entity_summary}")
         lines.append(f'- "This {label}" means that one; do not ask which.')
     return "\n".join(lines)

@@ -12,10 +12,10 @@ import logging
 import re
 from uuid import UUID
 
-from vernis.services.hub import EventHub, publish_event
+from vernis.services.events import TitleUpdated
+from vernis.services.hub import EventHub
 from vernis.services.llm import ChatModel, ChatRequest, collect
 from vernis.services.persistence import ConversationStore
-from vernis.ws import protocol
 
 __all__ = ["MAX_TITLE_CHARS", "TitleService", "clean_title", "fallback_title"]
 
@@ -104,5 +104,4 @@ class TitleService:
         except Exception:
             logger.exception("storing the title failed")
             return
-        event = protocol.TitleUpdated(conversation_id=conversation_id, title=title)
-        publish_event(self._hub, conversation_id, event)
+        self._hub.publish(conversation_id, TitleUpdated(conversation_id=conversation_id, title=title))

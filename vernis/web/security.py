@@ -4,14 +4,25 @@ The Content-Security-Policy allows only the server's own scripts, styles, images
 so that even markup that slipped past the client's sanitizer (model output is untrusted) can run no
 script, load no foreign image and send nothing anywhere. `nosniff` makes browsers trust the declared
 content types (a text file can never run as a script).
+
+The policy governs the documents Vernis serves (the demo's pages), never a host's page that embeds
+the assistant: a browser applies the CSP of the document, and the host's page is the host's. The
+host's own CSP must let the assistant in (SPEC §11): `script-src`, `style-src` and `img-src` the
+Vernis origin, `connect-src` it and its `wss:` (or `ws:`) form.
+
+`PUBLIC_ASSET_HEADERS` go on the assistant's static files: a host page on another origin loads them
+as module scripts, which browsers fetch in CORS mode. They are public and fetched without cookies,
+so `*` gives nothing away; `Cross-Origin-Resource-Policy` lets in hosts that require it (COEP).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["CONTENT_SECURITY_POLICY", "SECURITY_HEADERS", "SecurityHeaders"]
+__all__ = ["CONTENT_SECURITY_POLICY", "PUBLIC_ASSET_HEADERS", "SECURITY_HEADERS", "SecurityHeaders"]
 
 CONTENT_SECURITY_POLICY = "; ".join(
     (
@@ -35,12 +46,19 @@ SECURITY_HEADERS = {
     "X-Frame-Options": "DENY",
 }
 
+PUBLIC_ASSET_HEADERS = {
+    "Access-Control-Allow-Origin": "*",
+    "Cross-Origin-Resource-Policy": "cross-origin",
+}
+
 
 class SecurityHeaders:
-    """ASGI middleware: adds `SECURITY_HEADERS` to every HTTP response of the app it wraps."""
+    """ASGI middleware: adds `headers` (by default `SECURITY_HEADERS`) to every HTTP response of the
+    app it wraps, unless the response sets them itself."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, headers: Mapping[str, str] = SECURITY_HEADERS) -> None:
         self.app = app
+        self.headers = dict(headers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -50,7 +68,7 @@ class SecurityHeaders:
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
-                for name, value in SECURITY_HEADERS.items():
+                for name, value in self.headers.items():
                     headers.setdefault(name, value)
             await send(message)
 

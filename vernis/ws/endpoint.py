@@ -7,20 +7,31 @@ for one member, a server that is shutting down.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from uuid import UUID
 
 from starlette.websockets import WebSocket
 
-from vernis.auth import PROTOCOL, TOKEN_PROTOCOL_PREFIX, decode_token, extract_token, origin_allowed
 from vernis.exceptions import AuthError
+from vernis.identity.members import Identity
+from vernis.identity.service import IdentityService
+from vernis.identity.transport import PROTOCOL, TOKEN_PROTOCOL_PREFIX, extract_token, origin_allowed
 from vernis.logs import member_context
-from vernis.runtime import Services
-from vernis.services.permissions import ASSISTANT_USE, permissions_for
+from vernis.services.runtime import Services
 from vernis.ws.connection import Connection
 
-__all__ = ["assistant_socket"]
+__all__ = ["Sockets", "assistant_socket"]
 
 logger = logging.getLogger("vernis.ws")
+
+
+def _headers(websocket: WebSocket) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for raw_name, raw_value in websocket.scope["headers"]:
+        name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
+        headers[name] = f"{headers[name]}; {value}" if name == "cookie" and name in headers else value
+    return headers
 
 
 async def _refuse(websocket: WebSocket, reason: str) -> None:
@@ -32,48 +43,43 @@ def _client(websocket: WebSocket) -> str | None:
     return f"{websocket.client.host}:{websocket.client.port}" if websocket.client else None
 
 
+class Sockets:
+    """The live sockets of this process, per member: the cap on sockets per member, and closing the
+    sockets of members who were removed or lost access (`watch`)."""
+
+    def __init__(self) -> None:
+        self.by_member: dict[UUID, set[Connection]] = {}
+
+    def count(self, member_id: UUID) -> int:
+        return len(self.by_member.get(member_id, ()))
+
+    async def watch(self, identity: IdentityService, interval: float) -> None:
+        """Every `interval` seconds, ask once for every member with a socket here whether they may
+        still use the assistant, and close (4401) the sockets of those who may not."""
+        while True:
+            await asyncio.sleep(interval)
+            if not self.by_member:
+                continue
+            try:
+                revoked = await identity.revoked(list(self.by_member))
+            except Exception:
+                logger.exception("checking the members of open sockets failed; next time")
+                continue
+            for member_id in revoked:
+                for connection in list(self.by_member.get(member_id, ())):
+                    connection.revoked()
+
+
 async def assistant_socket(websocket: WebSocket) -> None:
     services: Services = websocket.state.services
-    settings = services.settings
-    headers: dict[str, str] = {}
-    for raw_name, raw_value in websocket.scope["headers"]:
-        name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
-        headers[name] = f"{headers[name]}; {value}" if name == "cookie" and name in headers else value
-    subprotocols: list[str] = list(websocket.scope.get("subprotocols") or [])
-
-    if services.draining:
-        return await _refuse(websocket, "shutting down")
-    secure = websocket.url.scheme == "wss" or headers.get("x-forwarded-proto") == "https"
-    if not origin_allowed(
-        headers.get("origin"), headers.get("host"), settings.allowed_origins, secure=secure
-    ):
-        return await _refuse(websocket, f"origin {headers.get('origin')!r} not allowed")
-    token = extract_token(headers, subprotocols)
-    if token is None:
-        return await _refuse(websocket, "no token")
-    assert settings.jwt_secret is not None
-    try:
-        claims = decode_token(token, settings.jwt_secret, algorithm=settings.jwt_algorithm)
-    except AuthError as exc:
-        return await _refuse(websocket, exc.public_message)
-    member = await services.store.get_member(claims.member_id)
-    if member is None or member.removed or member.organization_id != claims.organization_id:
-        return await _refuse(websocket, "unknown or removed member")
-    permissions = permissions_for(member.role, member.revoked_permissions)
-    if ASSISTANT_USE not in permissions:
-        return await _refuse(websocket, f"member {member.id} lacks {ASSISTANT_USE}")
-    sockets = services.connections.setdefault(member.id, set())
-    if len(sockets) >= settings.max_sockets_per_member:
-        return await _refuse(websocket, f"member {member.id} has {len(sockets)} sockets open")
-
-    # A browser that offered subprotocols fails the handshake unless one is selected.
-    subprotocol = None
-    if PROTOCOL in subprotocols:
-        subprotocol = PROTOCOL
-    elif any(p.startswith(TOKEN_PROTOCOL_PREFIX) for p in subprotocols):
-        subprotocol = next(p for p in subprotocols if p.startswith(TOKEN_PROTOCOL_PREFIX))
-
-    connection = Connection(websocket, services, member, claims, permissions)
+    registry: Sockets = websocket.state.sockets
+    admitted = await _admit(websocket, services, registry)
+    if admitted is None:
+        return
+    identity, subprotocol = admitted
+    member = identity.member
+    sockets = registry.by_member.setdefault(member.id, set())
+    connection = Connection(websocket, services, identity)
     sockets.add(connection)
     try:
         with member_context(member.id):
@@ -84,4 +90,40 @@ async def assistant_socket(websocket: WebSocket) -> None:
     finally:
         sockets.discard(connection)
         if not sockets:
-            services.connections.pop(member.id, None)
+            registry.by_member.pop(member.id, None)
+
+
+async def _admit(
+    websocket: WebSocket, services: Services, registry: Sockets
+) -> tuple[Identity, str | None] | None:
+    """Every check of the handshake: the member and the subprotocol to select, or None (refused).
+    Apart from the socket's task, so that what it reads is not kept as long as the socket lives."""
+    settings = services.settings
+    headers = _headers(websocket)
+    subprotocols: list[str] = list(websocket.scope.get("subprotocols") or [])
+    if services.draining:
+        await _refuse(websocket, "shutting down")
+        return None
+    secure = websocket.url.scheme == "wss" or headers.get("x-forwarded-proto") == "https"
+    if not origin_allowed(
+        headers.get("origin"), headers.get("host"), settings.allowed_origins, secure=secure
+    ):
+        await _refuse(websocket, f"origin {headers.get('origin')!r} not allowed")
+        return None
+    token = extract_token(headers, subprotocols)
+    if token is None:
+        await _refuse(websocket, "no token")
+        return None
+    try:
+        identity = await services.identity.authenticate(token)
+    except AuthError as exc:
+        await _refuse(websocket, exc.public_message)
+        return None
+    member = identity.member
+    if registry.count(member.id) >= settings.max_sockets_per_member:
+        await _refuse(websocket, f"member {member.id} has {registry.count(member.id)} sockets open")
+        return None
+    # A browser that offered subprotocols fails the handshake unless one is selected.
+    if PROTOCOL in subprotocols:
+        return identity, PROTOCOL
+    return identity, next((p for p in subprotocols if p.startswith(TOKEN_PROTOCOL_PREFIX)), None)

@@ -1,7 +1,8 @@
 """Wire protocol v1 (SPEC §3): every command and every event, as one closed union each.
 
-Incoming frames are parsed by `parse_command()` with one `TypeAdapter`; outgoing events are
-encoded by `encode()` with orjson. Both ends are plain code: no socket, no database.
+Incoming frames are parsed by `parse_command()` with one `TypeAdapter`; outgoing events are these
+models, built from the services' internal events by the one encoder (`vernis.ws.encoder`). Both ends
+are plain code: no socket, no database.
 
 Field names on the wire are the model field names. Optional fields that are unset are left out of event
 frames, so a client sees only what applies (`retry_after_ms` only on `rate_limited`, `resumed` only
@@ -11,7 +12,6 @@ on a resume); a required field that is null (the `conversation_id` of a pending 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
@@ -29,11 +29,13 @@ from pydantic import (
 )
 
 from vernis.exceptions import InvalidMessage, MessageTooLong
+from vernis.services.events import ErrorCode
 
 __all__ = [
     "MAX_CONTENT_CHARS",
     "AssistantEnd",
     "AssistantStart",
+    "Authenticate",
     "Command",
     "ConfirmTool",
     "ConfirmationRequired",
@@ -60,9 +62,8 @@ __all__ = [
     "ToolCallCompleted",
     "ToolCallStarted",
     "UserMessage",
-    "encode",
+    "decode_event",
     "encode_text_delta",
-    "numbered",
     "parse_command",
 ]
 
@@ -159,6 +160,11 @@ class Ping(_Command):
     type: Literal["ping"]
 
 
+class Authenticate(_Command):
+    type: Literal["authenticate"]
+    token: Annotated[str, StringConstraints(min_length=1, max_length=16384)]
+
+
 Command = Annotated[
     UserMessage
     | NewConversation
@@ -169,7 +175,8 @@ Command = Annotated[
     | RenameConversation
     | DeleteConversation
     | Feedback
-    | Ping,
+    | Ping
+    | Authenticate,
     Field(discriminator="type"),
 ]
 
@@ -314,18 +321,7 @@ class TitleUpdated(_ConversationEvent):
 
 class ErrorEvent(_ConversationEvent):
     type: Literal["error"] = "error"
-    code: Literal[
-        "invalid_message",
-        "message_too_long",
-        "rate_limited",
-        "response_in_progress",
-        "not_found",
-        "forbidden",
-        "quota_exceeded",
-        "llm_not_configured",
-        "llm_unavailable",
-        "internal",
-    ]
+    code: ErrorCode
     message: str
     retry_after_ms: int | None = None
 
@@ -352,17 +348,6 @@ Event = (
 )
 
 _event_adapter: TypeAdapter[Event] = TypeAdapter(Event)
-
-
-def encode(event: Event) -> str:
-    """One event as a JSON text frame."""
-    return orjson.dumps(event.model_dump(mode="json")).decode()
-
-
-def numbered(event: Event) -> Callable[[int], str]:
-    """A builder of the event's frame once the hub has given it its `seq`."""
-    data = event.model_dump(mode="json")
-    return lambda seq: orjson.dumps({**data, "seq": seq}).decode()
 
 
 def encode_text_delta(content: str, seq: int) -> str:

@@ -1,0 +1,115 @@
+"""An OpenAI-compatible chat-completions server for the benchmark, cheap enough not to be the bottleneck.
+
+    python bench/model_server.py PORT --tokens 100 --pace 0.02 [--burst 16]
+
+Raw asyncio (uvloop) HTTP/1.1 with keep-alive and chunked SSE: every request to `/v1/chat/completions`
+streams `--tokens` content chunks, one every `--pace` seconds (`--pace 0`: as fast as possible,
+`--burst` chunks per write), then a finish chunk with usage and `[DONE]`. A title request
+(`max_tokens` below 64) gets three tokens at once.
+
+Each content chunk carries the moment it was written, `t<CLOCK_MONOTONIC µs> `, so a client on this
+machine measures the latency Vernis adds: its receipt time minus that stamp. The first chunk of an
+answer also carries when the request arrived (`r<µs> `), so a client can subtract the model's own
+time to first token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+
+import orjson
+import uvloop
+
+HEAD = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
+    b"cache-control: no-cache\r\n\r\n"
+)
+
+
+def now_us() -> int:
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+
+
+def chunk(delta: dict[str, object], finish: str | None = None, usage: dict[str, int] | None = None) -> bytes:
+    body: dict[str, object] = {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "bench",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    if usage is not None:
+        body["usage"] = usage
+    return b"data: " + orjson.dumps(body) + b"\n\n"
+
+
+def framed(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+class Model:
+    def __init__(self, tokens: int, pace: float, burst: int) -> None:
+        self.tokens = tokens
+        self.pace = pace
+        self.burst = burst
+        self.requests = 0
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                arrived = now_us()
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line[:15].lower() == b"content-length:":
+                        length = int(line[15:])
+                body = orjson.loads(await reader.readexactly(length)) if length else {}
+                self.requests += 1
+                if head.startswith(b"GET"):
+                    payload = b'{"object":"list","data":[]}'
+                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(payload), payload))
+                    continue
+                title = (body.get("max_tokens") or 1000) < 64
+                await self.stream(writer, arrived, 3 if title else self.tokens, 0.0 if title else self.pace)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def stream(self, writer: asyncio.StreamWriter, arrived: int, tokens: int, pace: float) -> None:
+        writer.write(HEAD)
+        pending: list[bytes] = []
+        for n in range(tokens):
+            stamp = f"r{arrived} t{now_us()} " if n == 0 else f"t{now_us()} "
+            pending.append(chunk({"content": stamp} if n else {"role": "assistant", "content": stamp}))
+            if pace > 0:
+                writer.write(framed(pending.pop()))
+                await writer.drain()
+                await asyncio.sleep(pace)
+            elif len(pending) >= self.burst:
+                writer.write(framed(b"".join(pending)))
+                pending.clear()
+                await writer.drain()
+        usage = {"prompt_tokens": 1000, "completion_tokens": tokens, "total_tokens": 1000 + tokens}
+        pending.append(chunk({}, "stop", usage))
+        pending.append(b"data: [DONE]\n\n")
+        writer.write(framed(b"".join(pending)) + b"0\r\n\r\n")
+        await writer.drain()
+
+
+async def main(args: argparse.Namespace) -> None:
+    model = Model(args.tokens, args.pace, args.burst)
+    server = await asyncio.start_server(model.serve, "127.0.0.1", args.port, backlog=1024)
+    async with server:
+        await server.serve_forever()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("port", type=int)
+    parser.add_argument("--tokens", type=int, default=100)
+    parser.add_argument("--pace", type=float, default=0.02)
+    parser.add_argument("--burst", type=int, default=16)
+    uvloop.run(main(parser.parse_args()))

@@ -1,0 +1,245 @@
+"""The host configuration file (SPEC §14 item 2): `VERNIS_CONFIG`, or `./vernis.toml` when present.
+
+    [assistant]
+    name = "Ada"
+    instructions = "You help dental practices run their front desk."
+    [roles.agent]
+    permissions = ["assistant:use", "ticket:view"]
+    [[toolkits]]
+    name = "helpdesk"
+    api_url = "http://127.0.0.1:9000"        # any other key goes to the toolkit's startup hook
+    [[mcp_servers]]                          # an MCP server's tools (streamable HTTP)
+    name = "billing"
+    url = "https://billing.internal/mcp"
+    headers = { Authorization = "Bearer ${BILLING_MCP_TOKEN}" }
+    forward_member_token = true              # X-Vernis-Member-Token: the member's own token
+    permission = "billing:use"               # default "mcp:<name>"; granted to no role by default
+    [[pages]]
+    route = "/tickets/{id}"
+    entity_type = "ticket"
+    resolve = { tool = "billing__get_invoice", arg = "id", name_field = "number" }   # optional
+    [[quick_actions]]
+    label = "My open tickets"
+    prompt = "List my open tickets, most urgent first."
+    permission = "ticket:view"
+
+Secrets never go in the file: a string value may name an environment variable as `${NAME}`.
+`load_config` validates the whole file before anything uses it: a mistake raises `ConfigError`
+naming the file, the key and what is wrong, and nothing of the file is applied.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from vernis.exceptions import ConfigError
+
+__all__ = [
+    "DEFAULT_CONFIG_PATH",
+    "ConfigError",
+    "HostConfig",
+    "McpServerEntry",
+    "PageEntry",
+    "PageResolve",
+    "load_config",
+]
+
+DEFAULT_CONFIG_PATH = Path("vernis.toml")
+
+_Name = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AssistantSection(_Section):
+    name: Annotated[str, StringConstraints(min_length=1, max_length=64)] = "Vernis"
+    instructions: Annotated[str, StringConstraints(max_length=8000)] | None = None
+
+
+class RoleSection(_Section):
+    permissions: list[_Name]
+
+
+class ToolkitEntry(BaseModel):
+    # Keys other than `name` are the toolkit's own options, handed to its startup hook.
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    name: _Name
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class McpServerEntry(_Section):
+    """An MCP server whose tools Vernis offers as `<name>__<tool>` (SPEC §14 item 4)."""
+
+    name: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
+    url: Annotated[str, StringConstraints(max_length=2048)]
+    # Sent with every request to the server; values may name environment variables (${NAME}).
+    headers: dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9-]{1,64}$")], str] = Field(
+        default_factory=dict
+    )
+    # The member's own Vernis token goes along on their calls, in X-Vernis-Member-Token.
+    forward_member_token: bool = False
+    # Needed for any of its tools; default "mcp:<name>". No role holds it unless granted.
+    permission: _Name | None = None
+    # Seconds per call; and to connect (at start, and each reconnection).
+    timeout: float = Field(30.0, gt=0, le=600)
+    connect_timeout: float = Field(10.0, gt=0, le=120)
+    # False: every tool is a write (approved first), whatever its annotations say.
+    trust_annotations: bool = True
+    # The server's tool names: reads whatever the annotations say / writes whatever they say.
+    read_only: list[_Name] = Field(default_factory=list)
+    always_approve: list[_Name] = Field(default_factory=list)
+    # Only these of its tools (empty: all), and never these.
+    allow: list[_Name] = Field(default_factory=list)
+    deny: list[_Name] = Field(default_factory=list)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        if not re.fullmatch(r"https?://[^\s/?#]+[^\s]*", url):
+            raise ValueError("must be an http:// or https:// URL")
+        return url
+
+    @model_validator(mode="after")
+    def _one_verdict_per_tool(self) -> McpServerEntry:
+        both = sorted(set(self.read_only) & set(self.always_approve))
+        if both:
+            raise ValueError(f"{', '.join(both)}: listed in both read_only and always_approve")
+        return self
+
+    @property
+    def tool_permission(self) -> str:
+        return self.permission or f"mcp:{self.name}"
+
+
+class PageResolve(_Section):
+    """How a page's entity is named: by calling a read tool of an MCP server as the member."""
+
+    # The tool as offered: "<server>__<tool>".
+    tool: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,31}__[A-Za-z0-9_-]{1,64}$")]
+    # The argument that receives the entity id, and the result's fields holding the name and summary.
+    arg: _Name = "id"
+    name_field: _Name = "name"
+    summary_field: _Name | None = None
+
+
+class PageEntry(_Section):
+    route: Annotated[str, StringConstraints(min_length=1, max_length=256)]
+    entity_type: _Name
+    resolve: PageResolve | None = None
+
+
+class QuickActionEntry(_Section):
+    label: Annotated[str, StringConstraints(min_length=1, max_length=80)]
+    prompt: Annotated[str, StringConstraints(min_length=1, max_length=2000)]
+    entity_types: list[_Name] = Field(default_factory=list)
+    permission: _Name | None = None
+
+
+class HostConfig(_Section):
+    assistant: AssistantSection = Field(default_factory=AssistantSection)
+    roles: dict[_Name, RoleSection] = Field(default_factory=dict)
+    toolkits: list[ToolkitEntry] = Field(default_factory=list)
+    mcp_servers: list[McpServerEntry] = Field(default_factory=list)
+    pages: list[PageEntry] = Field(default_factory=list)
+    quick_actions: list[QuickActionEntry] = Field(default_factory=list)
+    # Where it was read from (None: no file, the defaults).
+    path: Path | None = None
+
+    def mcp_server_of(self, tool: str) -> McpServerEntry | None:
+        """The server offering the tool named `<server>__<tool>`, if one is configured."""
+        found = [entry for entry in self.mcp_servers if tool.startswith(f"{entry.name}__")]
+        return max(found, key=lambda entry: len(entry.name), default=None)
+
+
+def load_config(path: Path | None, *, environ: dict[str, str] | None = None) -> HostConfig:
+    """Read and validate the configuration. `path` None: `./vernis.toml` if it exists, else defaults."""
+    explicit = path is not None
+    path = path if path is not None else DEFAULT_CONFIG_PATH
+    if not path.exists():
+        if explicit:
+            raise ConfigError(f"{path}: no such file (VERNIS_CONFIG names it)")
+        return HostConfig()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    data = _interpolate(data, environ if environ is not None else dict(os.environ), path, ())
+    if "path" in data:
+        raise ConfigError(f"{path}: path: unknown key")
+    try:
+        config = HostConfig.model_validate({**data, "path": path})
+    except ValidationError as exc:
+        raise ConfigError(_describe(path, exc)) from None
+    names = [entry.name for entry in config.mcp_servers]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{path}: mcp_servers: two servers share a name")
+    resolved: set[str] = set()
+    for index, page in enumerate(config.pages):
+        if page.resolve is None:
+            continue
+        key = f"{path}: pages.{index}.resolve.tool"
+        server = config.mcp_server_of(page.resolve.tool)
+        if server is None:
+            known = ", ".join(sorted(names)) or "none is configured"
+            raise ConfigError(f"{key}: {page.resolve.tool!r} names no [[mcp_servers]] entry ({known})")
+        if not server.forward_member_token:
+            # Without the member's token the server cannot answer as the member's organization.
+            raise ConfigError(
+                f"{key}: the MCP server {server.name!r} must have forward_member_token = true to "
+                "resolve pages as the member"
+            )
+        if page.entity_type in resolved:
+            raise ConfigError(f"{path}: pages.{index}.resolve: {page.entity_type!r} is resolved twice")
+        resolved.add(page.entity_type)
+    return config
+
+
+def _interpolate(value: Any, environ: dict[str, str], path: Path, where: tuple[str, ...]) -> Any:
+    if isinstance(value, str):
+
+        def substitute(match: re.Match[str]) -> str:
+            name = match[1]
+            if name not in environ:
+                key = ".".join(where) or "value"
+                raise ConfigError(f"{path}: {key}: the environment variable {name} is not set")
+            return environ[name]
+
+        return _ENV.sub(substitute, value)
+    if isinstance(value, dict):
+        return {k: _interpolate(v, environ, path, (*where, k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interpolate(v, environ, path, (*where, str(i))) for i, v in enumerate(value)]
+    return value
+
+
+def _describe(path: Path, exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors(include_url=False, include_input=False, include_context=False):
+        key = ".".join(str(part) for part in error["loc"]) or "(top level)"
+        message = "unknown key" if error["type"] == "extra_forbidden" else error["msg"]
+        message = message.removeprefix("Value error, ")
+        problems.append(f"{path}: {key}: {message}")
+    return "\n".join(problems)

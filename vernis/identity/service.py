@@ -1,0 +1,218 @@
+"""The one place a token becomes a member (SPEC §2): the socket's handshake, `authenticate` on a
+live socket, the HTTP API and the demo pages all come through `IdentityService.authenticate`.
+
+A verified token names the host's user (`sub`) in the host's organization (`org`). The first time
+Vernis sees them it makes the organization and the member, just in time; later tokens keep their
+name, e-mail, role, organization name and time zone up to date (written only when they changed).
+Vernis's own ids are internal: rows key on them, tokens and the outside world never see them.
+
+A member who was removed, or from whom `assistant:use` was revoked, keeps their rows (audit) and is
+refused; so is a token that grants no `assistant:use`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from vernis.db.engine import dialect_insert
+from vernis.db.models import Member, Organization, table_of, utcnow
+from vernis.exceptions import AuthError
+from vernis.identity.members import ASSISTANT_USE, Identity, MemberInfo, RoleTable
+from vernis.identity.tokens import HostClaims, TokenVerifier
+
+__all__ = ["IdentityService"]
+
+_organization = table_of(Organization)
+_member = table_of(Member)
+
+_MEMBER_COLUMNS = (
+    _member.c.id,
+    _member.c.organization_id,
+    _member.c.external_id,
+    _organization.c.external_id.label("organization_external_id"),
+    _organization.c.name.label("organization_name"),
+    _organization.c.timezone.label("organization_timezone"),
+    _member.c.email,
+    _member.c.name,
+    _member.c.role,
+    _member.c.removed_at,
+    _member.c.revoked_permissions,
+)
+
+
+def _member_info(row: Any) -> MemberInfo:
+    return MemberInfo(
+        id=row.id,
+        organization_id=row.organization_id,
+        external_id=row.external_id,
+        organization_external_id=row.organization_external_id,
+        organization_name=row.organization_name,
+        organization_timezone=row.organization_timezone,
+        email=row.email,
+        name=row.name,
+        role=row.role,
+        removed=row.removed_at is not None,
+        revoked_permissions=tuple(row.revoked_permissions or ()),
+    )
+
+
+def _zone(name: str | None) -> str | None:
+    if not name:
+        return None
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
+    return name
+
+
+class IdentityService:
+    def __init__(self, verifier: TokenVerifier, engine: AsyncEngine, roles: RoleTable) -> None:
+        self.verifier = verifier
+        self.roles = roles
+        self._engine = engine
+
+    async def authenticate(self, token: str, *, require: str | None = ASSISTANT_USE) -> Identity:
+        """Verify `token` and return who it names, made or updated just in time.
+
+        Raises `AuthError` (its message is safe to log and to show) for a bad token, a removed
+        member, or one without the `require`d permission.
+        """
+        claims = await self.verifier.verify(token)
+        member = await self._upsert(claims)
+        if member.removed:
+            raise AuthError("This member was removed.")
+        permissions = self.roles.permissions(member.role, claims.permissions, member.revoked_permissions)
+        if require is not None and require not in permissions:
+            raise AuthError(f"This member lacks the permission {require}.")
+        return Identity(member, permissions, claims.expires_at, token, claims.raw)
+
+    async def refresh(self, current: Identity, token: str) -> Identity:
+        """A live socket's new token: it must name the same member. Raises `AuthError` otherwise."""
+        claims = await self.verifier.verify(token)
+        if claims.sub != current.member.sub or claims.org != current.member.org:
+            raise AuthError("The new token names another member.")
+        return await self.authenticate(token)
+
+    async def member(self, member_id: UUID) -> MemberInfo | None:
+        """The member as stored now (removed or not); None when there is no such member."""
+        async with self._engine.connect() as connection:
+            return await self._find(connection, _member.c.id == member_id)
+
+    async def revoked(self, member_ids: Sequence[UUID]) -> set[UUID]:
+        """Which of these members may no longer use the assistant: removed, revoked, or gone."""
+        revoked: set[UUID] = set()
+        for start in range(0, len(member_ids), 500):
+            batch = member_ids[start : start + 500]
+            async with self._engine.connect() as connection:
+                rows = (
+                    await connection.execute(
+                        sa.select(_member.c.id, _member.c.removed_at, _member.c.revoked_permissions).where(
+                            _member.c.id.in_(batch)
+                        )
+                    )
+                ).all()
+            allowed = {
+                row.id
+                for row in rows
+                if row.removed_at is None and ASSISTANT_USE not in (row.revoked_permissions or ())
+            }
+            revoked.update(member_id for member_id in batch if member_id not in allowed)
+        return revoked
+
+    async def _find(self, connection: AsyncConnection, where: sa.ColumnElement[bool]) -> MemberInfo | None:
+        statement = (
+            sa.select(*_MEMBER_COLUMNS)
+            .join(_organization, _organization.c.id == _member.c.organization_id)
+            .where(where)
+        )
+        row = (await connection.execute(statement)).first()
+        return None if row is None else _member_info(row)
+
+    async def _upsert(self, claims: HostClaims) -> MemberInfo:
+        where = sa.and_(_organization.c.external_id == claims.org, _member.c.external_id == claims.sub)
+        async with self._engine.connect() as connection:
+            found = await self._find(connection, where)
+        if found is not None and not self._changed(found, claims):
+            return found
+        async with self._engine.begin() as connection:
+            organization_id = await self._organization(connection, claims)
+            await self._member(connection, organization_id, claims)
+            member = await self._find(connection, where)
+        assert member is not None
+        return member
+
+    @staticmethod
+    def _changed(member: MemberInfo, claims: HostClaims) -> bool:
+        tz = _zone(claims.tz)
+        return (
+            (claims.name is not None and claims.name[:255] != member.name)
+            or (claims.email is not None and claims.email[:320] != member.email)
+            or (claims.role is not None and claims.role[:64] != member.role)
+            or (claims.org_name is not None and claims.org_name[:255] != member.organization_name)
+            or (tz is not None and tz != member.organization_timezone)
+        )
+
+    async def _organization(self, connection: AsyncConnection, claims: HostClaims) -> UUID:
+        values: dict[str, Any] = {}
+        if claims.org_name is not None:
+            values["name"] = claims.org_name[:255]
+        if (tz := _zone(claims.tz)) is not None:
+            values["timezone"] = tz
+        # Concurrent first handshakes of one organization: one insert wins, the others do nothing.
+        await connection.execute(
+            dialect_insert(connection.dialect, _organization)
+            .values(
+                id=uuid.uuid4(),
+                external_id=claims.org,
+                name=values.get("name", claims.org[:255]),
+                timezone=values.get("timezone", "UTC"),
+                created_at=utcnow(),
+            )
+            .on_conflict_do_nothing(index_elements=[_organization.c.external_id])
+        )
+        if values:
+            await connection.execute(
+                sa.update(_organization).where(_organization.c.external_id == claims.org).values(**values)
+            )
+        organization_id: UUID = (
+            await connection.execute(
+                sa.select(_organization.c.id).where(_organization.c.external_id == claims.org)
+            )
+        ).scalar_one()
+        return organization_id
+
+    async def _member(self, connection: AsyncConnection, organization_id: UUID, claims: HostClaims) -> None:
+        values: dict[str, Any] = {}
+        if claims.name is not None:
+            values["name"] = claims.name[:255]
+        if claims.email is not None:
+            values["email"] = claims.email[:320]
+        if claims.role is not None:
+            values["role"] = claims.role[:64]
+        await connection.execute(
+            dialect_insert(connection.dialect, _member)
+            .values(
+                id=uuid.uuid4(),
+                organization_id=organization_id,
+                external_id=claims.sub,
+                name=values.get("name", claims.email or claims.sub)[:255],
+                email=values.get("email"),
+                role=values.get("role", "member"),
+                created_at=utcnow(),
+            )
+            .on_conflict_do_nothing(index_elements=[_member.c.organization_id, _member.c.external_id])
+        )
+        if values:
+            await connection.execute(
+                sa.update(_member)
+                .where(_member.c.organization_id == organization_id, _member.c.external_id == claims.sub)
+                .values(**values)
+            )

@@ -1,0 +1,186 @@
+"""A `user_message`, in the order of SPEC §4: rate limits, one answer at a time, lazy creation,
+rollover, the stored message, the system prompt and tools, then the answer, which from then on
+belongs to the conversation and not to this socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+from uuid import uuid4
+
+from vernis.context.page import PageRequest
+from vernis.context.window import ConversationWindow, WindowEntry
+from vernis.db.models import MessageRole, MessageStatus
+from vernis.exceptions import NotFound, RateLimited, ResponseInProgress
+from vernis.services import events
+from vernis.services.answers import AnswerSpec
+from vernis.services.assistant import LoopSettings
+from vernis.services.persistence import (
+    ConversationFull,
+    ConversationInfo,
+    DuplicateClientMessage,
+    MessageUpdate,
+)
+from vernis.services.prompt import PromptParts, build_system_prompt
+from vernis.tools import ToolContext
+from vernis.tools.runner import ToolRunner
+
+if TYPE_CHECKING:
+    from vernis.services.session import Session
+
+__all__ = ["send_user_message"]
+
+logger = logging.getLogger("vernis.chat")
+
+
+async def send_user_message(
+    session: Session, content: str, page_context: PageRequest | None, client_message_id: str | None
+) -> None:
+    services, member, settings = session.services, session.member, session.settings
+    store, hub = services.store, services.hub
+    if client_message_id is not None:
+        seen = await store.find_by_client_message_id(member.id, member.organization_id, client_message_id)
+        if seen is not None:
+            # Already received (the client resent it after a reconnect): answered once, not twice.
+            logger.info("duplicate client_message_id ignored")
+            return
+
+    # 1. Rate limits: this socket's, then the member's across all their sockets.
+    retry_after = session.rate.peek()
+    if retry_after is None:
+        retry_after = await services.member_limiter.hit(member.id)
+    if retry_after is not None:
+        raise RateLimited(retry_after)
+    session.rate.hit()
+
+    # 2. One answer at a time per conversation.
+    conversation = session.conversation
+    if conversation is not None and await hub.holder(conversation.id) is not None:
+        raise ResponseInProgress()
+    if conversation is None:
+        # 3. Lazy creation: a pending conversation is stored now.
+        conversation, window = await _create(session)
+    else:
+        window = services.windows.get(conversation.id) or services.windows.build(
+            conversation.id, await store.messages(conversation.id, last=settings.window_messages)
+        )
+
+    # 5. The user message is stored, with its answer's row: one transaction. A conversation that
+    # filled up meanwhile rolls over (4); one deleted from another tab starts anew (3).
+    message_id = uuid4()
+    owner = uuid4().hex
+    while True:
+        if not await hub.try_acquire(conversation.id, owner):
+            raise ResponseInProgress()
+        try:
+            user_message = await store.add_exchange(
+                conversation.id,
+                content,
+                answer_id=message_id,
+                model=settings.chat_model,
+                client_message_id=client_message_id,
+                limit=settings.rollover_messages,
+            )
+            break
+        except (ConversationFull, NotFound) as exc:
+            await hub.release(conversation.id, owner)
+            if isinstance(exc, ConversationFull):
+                conversation, window = await _roll_over(session, conversation, window)
+            else:
+                session.show(None)
+                conversation, window = await _create(session)
+        except DuplicateClientMessage:
+            await hub.release(conversation.id, owner)
+            return
+        except BaseException:
+            await hub.release(conversation.id, owner)
+            raise
+    first_exchange = user_message.position == 0
+    try:
+        window.append(WindowEntry(MessageRole.USER, content))
+
+        # 6. The system prompt and this member's tools.
+        context = ToolContext(
+            member=member,
+            permissions=session.permissions,
+            conversation_id=conversation.id,
+            resources=None,
+            token=session.identity.token,
+            claims=session.identity.claims,
+            message_id=message_id,
+            asked_at=user_message.created_at,
+        )
+        page = None
+        if page_context is not None:
+            page = await services.pages.resolve(page_context, context)
+        system = build_system_prompt(
+            PromptParts(
+                persona=services.catalog.persona,
+                member=member,
+                ai_rules=await store.get_ai_rules(member.organization_id),
+                toolset=session.toolset,
+                page=page,
+                now=datetime.now(UTC),
+            )
+        )
+        runner = None
+        if session.toolset:
+            runner = ToolRunner(session.toolset, context, services.approvals)
+        messages = [{"role": "system", "content": system}, *window.to_messages()]
+    except BaseException:
+        # The answer will not run: its row must not stay `streaming`.
+        await asyncio.shield(
+            store.update_messages([MessageUpdate(message_id, "", None, MessageStatus.FAILED)])
+        )
+        await hub.release(conversation.id, owner)
+        raise
+
+    # 7. The answer streams; it belongs to the conversation from here on.
+    services.answers.start(
+        AnswerSpec(
+            conversation_id=conversation.id,
+            messages=messages,
+            runner=runner,
+            window=window,
+            loop=LoopSettings(
+                model=settings.chat_model,
+                max_tool_rounds=settings.max_tool_rounds,
+                retries=settings.llm_max_retries,
+                max_tokens=settings.llm_max_tokens,
+            ),
+            message_id=message_id,
+            first_user_message=content if first_exchange else None,
+        ),
+        owner,
+    )
+
+
+async def _create(session: Session) -> tuple[ConversationInfo, ConversationWindow]:
+    """A pending conversation stored now, shown on the session, with an empty window."""
+    services, member = session.services, session.member
+    conversation = await services.store.create_conversation(member.id, member.organization_id)
+    session.show(conversation)
+    window = services.windows.build(conversation.id, ())
+    services.hub.publish(conversation.id, events.ConversationCreated(conversation_id=conversation.id))
+    return conversation, window
+
+
+async def _roll_over(
+    session: Session, previous: ConversationInfo, window: ConversationWindow
+) -> tuple[ConversationInfo, ConversationWindow]:
+    """A full conversation continues in a new one linked to it, with the same context."""
+    services, member = session.services, session.member
+    conversation = await services.store.create_conversation(
+        member.id, member.organization_id, previous_conversation_id=previous.id
+    )
+    session.show(conversation)
+    window = window.copy()
+    services.windows.put(conversation.id, window)
+    loaded = events.ConversationLoaded(
+        conversation_id=conversation.id, title=None, rolled_over_from=previous.id
+    )
+    services.hub.publish(conversation.id, loaded)
+    return conversation, window

@@ -1,0 +1,41 @@
+"""The shared resources of one running app, created in its lifespan and passed explicitly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from vernis.context.page import PageContextResolver
+from vernis.context.window import WindowCache
+from vernis.identity.service import IdentityService
+from vernis.services.answers import AnswerService
+from vernis.services.hub import EventHub
+from vernis.services.limits import MemberRateLimiter
+from vernis.services.llm import ChatModel
+from vernis.services.persistence import ConversationStore
+from vernis.services.titles import TitleService
+from vernis.settings import Settings
+from vernis.tools.approvals import ApprovalService
+from vernis.tools.catalog import Catalog
+
+__all__ = ["Services"]
+
+
+@dataclass(eq=False)
+class Services:
+    settings: Settings
+    engine: AsyncEngine
+    store: ConversationStore
+    hub: EventHub
+    model: ChatModel
+    answers: AnswerService
+    titles: TitleService
+    windows: WindowCache
+    catalog: Catalog
+    identity: IdentityService
+    approvals: ApprovalService
+    member_limiter: MemberRateLimiter
+    pages: PageContextResolver
+    scripted: bool = False
+    draining: bool = False

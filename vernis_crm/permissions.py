@@ -1,0 +1,71 @@
+"""The CRM's permissions and its default role grants (SPEC §5).
+
+Permissions are `resource:action` strings. `owner` and `admin` hold all of them; `member` holds every
+read plus the contact, message, task, plan and notification writes; `viewer` holds the reads only.
+The core adds `assistant:use` for every role (and the AI-rules permission for owners and admins).
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["ADMIN_WRITES", "ALL_PERMISSIONS", "MEMBER_WRITES", "PERMISSIONS", "READS", "ROLE_GRANTS", "Role"]
+
+
+class Role(enum.StrEnum):
+    OWNER = "owner"
+    ADMIN = "admin"
+    MEMBER = "member"
+    VIEWER = "viewer"
+
+
+READS = frozenset(
+    {
+        "contact:list",
+        "contact:view",
+        "call:list",
+        "call:view",
+        "message:list",
+        "dashboard:view",
+        "plan_template:list",
+        "phone:list",
+        "agent:list",
+        "analyzer:list",
+        "task:list",
+        "notification:list",
+    }
+)
+MEMBER_WRITES = frozenset(
+    {
+        "contact:create",
+        "contact:update",
+        "message:create",
+        "task:create",
+        "task:update",
+        "plan:create",
+        "notification:update",
+    }
+)
+ADMIN_WRITES = frozenset(
+    {
+        "plan_template:create",
+        "plan_template:update",
+        "phone:update",
+        "agent:create",
+        "agent:update",
+        "analyzer:create",
+        "analyzer:update",
+    }
+)
+ALL_PERMISSIONS = READS | MEMBER_WRITES | ADMIN_WRITES
+
+PERMISSIONS = {
+    permission: permission.replace(":", " ").replace("_", " ") for permission in sorted(ALL_PERMISSIONS)
+}
+
+ROLE_GRANTS: dict[str, frozenset[str]] = {
+    Role.OWNER: ALL_PERMISSIONS,
+    Role.ADMIN: ALL_PERMISSIONS,
+    Role.MEMBER: READS | MEMBER_WRITES,
+    Role.VIEWER: READS,
+}
