@@ -1,0 +1,63 @@
+"""Proofs of the promises under faults and abuse (issue 14): each test has a short variant, run in
+CI, and a long one marked `long`, deselected unless `-m` names it (`scripts/proofs` runs them).
+
+A test reports its figures (iterations, examples, cases, bytes) with the `figures` fixture; they are
+printed at the end of the run, and appended as JSON lines to `test-artifacts/proofs.jsonl`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+FIGURES = pytest.StashKey[list[dict[str, Any]]]()
+
+Figures = Callable[..., None]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Leave out the long variants unless the marker expression asks for them (`-m long`)."""
+    if "long" in (config.option.markexpr or ""):
+        return
+    long = [item for item in items if item.get_closest_marker("long") is not None]
+    if long:
+        config.hook.pytest_deselected(items=long)
+        items[:] = [item for item in items if item.get_closest_marker("long") is None]
+
+
+@pytest.fixture
+def figures(request: pytest.FixtureRequest) -> Figures:
+    """`figures(iterations=100, failures=0)`: record this test's figures for the run's summary."""
+    started = time.monotonic()
+
+    def record(**values: Any) -> None:
+        entry = {"test": request.node.nodeid, "seconds": round(time.monotonic() - started, 1), **values}
+        request.config.stash.setdefault(FIGURES, []).append(entry)
+        ARTIFACTS.mkdir(exist_ok=True)
+        with (ARTIFACTS / "proofs.jsonl").open("ab") as out:
+            out.write(orjson.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%S"), **entry}) + b"\n")
+
+    return record
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    entries = config.stash.get(FIGURES, [])
+    if not entries:
+        return
+    terminalreporter.section("proof figures")
+    for entry in entries:
+        values = ", ".join(f"{k}={v}" for k, v in entry.items() if k != "test")
+        terminalreporter.write_line(f"{entry['test']}: {values}")
+
+
+@pytest.fixture(params=["sqlite"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """The proofs run on SQLite (the embedded default) unless a module parametrizes `backend` itself."""
+    name: str = request.param
+    return name
