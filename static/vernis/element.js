@@ -77,6 +77,7 @@ export class VernisAssistant extends HTMLElement {
       this.build();
     }
     document.addEventListener("keydown", this.onDocumentKey);
+    document.addEventListener("focusin", this.onDocumentFocus);
     // After the host's own code in this task, which may set `getToken` right after adding the element.
     queueMicrotask(() => this.loadConfig());
     const saved = this.saved();
@@ -90,6 +91,7 @@ export class VernisAssistant extends HTMLElement {
 
   disconnectedCallback() {
     document.removeEventListener("keydown", this.onDocumentKey);
+    document.removeEventListener("focusin", this.onDocumentFocus);
     this.tokens.stop();
     if (this.connection) {
       this.connection.stop();
@@ -268,9 +270,13 @@ export class VernisAssistant extends HTMLElement {
         event.preventDefault();
         if (this.picker.isOpen) {
           this.closePicker({ focus: true });
+        } else if (this.expanded) {
+          this.setExpanded(false);
         } else {
           this.close();
         }
+      } else if (event.key === "Tab" && this.isModal) {
+        this.cycleFocus(event);
       }
     });
 
@@ -294,6 +300,16 @@ export class VernisAssistant extends HTMLElement {
         } else {
           this.open();
         }
+      } else if (event.key === "Escape" && this.isModal && event.target !== this && !event.defaultPrevented) {
+        // Full screen is a modal dialog: Escape collapses it wherever focus was.
+        event.preventDefault();
+        this.setExpanded(false);
+      }
+    };
+    // Full screen covers the host page: focus does not go behind it (a click, a script, Tab).
+    this.onDocumentFocus = (event) => {
+      if (this.isModal && event.target !== this) {
+        this.focusFirst();
       }
     };
     // The name this tab last had from the server: no "Vernis" flashing on each page of the host.
@@ -441,8 +457,48 @@ export class VernisAssistant extends HTMLElement {
     }
   }
 
+  /** Open and full screen: a modal dialog (focus kept inside, Escape collapses it). */
+  get isModal() {
+    return this.isOpen && this.expanded;
+  }
+
+  /** The focusable elements of the panel, in order, that are shown now. */
+  focusables() {
+    const selector = 'button:not([disabled]), textarea:not([disabled]), input:not([disabled]), a[href], summary, [tabindex]:not([tabindex="-1"])';
+    return Array.from(this.panel.querySelectorAll(selector)).filter(
+      (element) => element.getClientRects().length > 0 && !element.closest("[hidden], [inert]"),
+    );
+  }
+
+  focusFirst() {
+    (this.isOpen ? this.input : this.launcher).focus();
+  }
+
+  /** Tab from the last focusable goes to the first, Shift+Tab from the first to the last. */
+  cycleFocus(event) {
+    const items = this.focusables();
+    if (!items.length) {
+      return;
+    }
+    const active = this.shadowRoot.activeElement;
+    const index = items.indexOf(active);
+    if (event.shiftKey && (index <= 0)) {
+      event.preventDefault();
+      items[items.length - 1].focus();
+    } else if (!event.shiftKey && (index === -1 || index === items.length - 1)) {
+      event.preventDefault();
+      items[0].focus();
+    }
+  }
+
   setExpanded(expanded, { persist = true } = {}) {
+    const was = this.expanded;
+    if (expanded && !was) {
+      // Given back on collapse: where focus was when full screen began.
+      this.focusBeforeExpand = this.shadowRoot.activeElement || document.activeElement;
+    }
     this.panel.toggleAttribute("data-expanded", expanded);
+    this.panel.setAttribute("aria-modal", String(expanded));
     this.expandButton.setAttribute("aria-pressed", String(expanded));
     const label = expanded ? "Collapse to side panel" : "Expand to full screen";
     this.expandButton.setAttribute("aria-label", label);
@@ -450,6 +506,12 @@ export class VernisAssistant extends HTMLElement {
     this.expandButton.replaceChildren(icon(expanded ? "collapse" : "expand"));
     if (persist) {
       this.persist({ expanded });
+    }
+    if (was && !expanded && this.isOpen) {
+      const back = this.focusBeforeExpand;
+      this.focusBeforeExpand = null;
+      const inside = back && back.isConnected && (this.shadowRoot.contains(back) ? back.getClientRects().length > 0 : true);
+      (inside && back !== document.body ? back : this.expandButton).focus();
     }
   }
 
@@ -560,6 +622,8 @@ export class VernisAssistant extends HTMLElement {
         if (this.send(action.prompt)) {
           this.updateComposer();
         }
+        // The button is gone with the empty state: focus goes on in the composer, not to <body>.
+        this.input.focus();
       });
       return h("li", {}, element);
     };

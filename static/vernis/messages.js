@@ -102,17 +102,31 @@ export class MessageList {
       this.addUser(message.content);
       return;
     }
+    // As it streamed: the text up to each call's `text_offset` (code points), then its card.
     const answer = this.startAnswer(message.message_id);
+    const chars = Array.from(message.content || "");
+    let at = 0;
     for (const call of message.tool_calls || []) {
+      const offset = Number.isInteger(call.text_offset) ? Math.min(Math.max(call.text_offset, at), chars.length) : at;
+      if (offset > at) {
+        this.appendText(answer, chars.slice(at, offset).join(""));
+        at = offset;
+      }
       const card = this.card(answer, call.call_id, call.tool_name, call.arguments);
+      const approval = call.approval && typeof call.approval === "object" ? call.approval : null;
+      if (approval) {
+        // A preview the user answered: the card asked, then ended (as it did live).
+        this.complete(card, "needs_confirmation", undefined);
+        this.askConfirmation(card, approval.confirmation_id, approval.preview);
+      }
       this.complete(card, call.status, call.result);
       const data = call.result && call.result.data;
       if (call.status === "needs_confirmation" && data && data.confirmation_id) {
         this.askConfirmation(card, data.confirmation_id, data.preview);
       }
     }
-    if (message.content) {
-      this.appendText(answer, message.content);
+    if (at < chars.length) {
+      this.appendText(answer, chars.slice(at).join(""));
     }
     this.finish(answer, { stopped: message.status === "stopped", failed: message.status === "failed" });
   }
@@ -262,7 +276,7 @@ export class MessageList {
     const status = h("span", { class: "tool-status" }, STATUS_LABELS.running);
     const resultSection = h("div", { class: "tool-section", hidden: "" }, [
       h("h4", {}, "Result"),
-      h("pre", { class: "tool-json" }),
+      h("div", { class: "tool-value" }),
     ]);
     const details = h("details", { class: "tool" }, [
       h("summary", {}, [
@@ -277,7 +291,7 @@ export class MessageList {
         ]),
         h("div", { class: "tool-section" }, [
           h("h4", {}, "Arguments"),
-          h("pre", { class: "tool-json" }, formatJson(args)),
+          h("div", { class: "tool-value" }, renderValue(args) || h("p", { class: "none" }, "None")),
         ]),
         resultSection,
       ]),
@@ -331,7 +345,7 @@ export class MessageList {
     card.status.textContent = label;
     if (result !== undefined) {
       card.resultSection.hidden = false;
-      card.resultSection.querySelector("pre").textContent = formatJson(result);
+      card.resultSection.querySelector(".tool-value").replaceChildren(renderResult(result));
     }
     if (status !== "needs_confirmation" && card.confirm) {
       const outcome =
@@ -427,51 +441,147 @@ export class MessageList {
   }
 }
 
-function formatJson(value) {
-  if (value === undefined) {
-    return "";
-  }
-  try {
-    return JSON.stringify(value, null, 2);
-  } catch {
-    return String(value);
-  }
-}
+// --- readable values: what a tool was given, what it returned, what a write would change --------
+// Never JSON: objects are labelled rows (nested ones grouped), lists are lists, empty values are
+// left out, a `{from, to}` pair reads "before → after".
 
-// The keys of an object that only names a record: shown by its name. Any other key, and the whole
-// object is shown (an approval must never hide an argument behind a title).
+// The keys of an object that only names a record: shown by its name. Any other key, and every key is
+// shown (an approval must never hide an argument behind a title).
 const NAMING_KEYS = new Set(["id", "name", "title", "label", "created_at"]);
 
-function text(value) {
-  if (value === null || value === undefined) {
-    return "—";
+function isObject(value) {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
+}
+
+function isEmpty(value) {
+  return (
+    value === null ||
+    value === undefined ||
+    (typeof value === "string" && value.trim() === "") ||
+    (Array.isArray(value) && value.every(isEmpty)) ||
+    (isObject(value) && Object.values(value).every(isEmpty))
+  );
+}
+
+function isChange(value) {
+  if (!isObject(value)) {
+    return false;
   }
-  if (typeof value === "object") {
-    const naming = !Array.isArray(value) && Object.keys(value).every((key) => NAMING_KEYS.has(key));
-    return (naming && (value.name || value.title || value.label)) || JSON.stringify(value);
+  const keys = Object.keys(value);
+  return keys.length === 2 && "from" in value && "to" in value;
+}
+
+function recordName(value) {
+  if (!isObject(value) || !Object.keys(value).every((key) => NAMING_KEYS.has(key))) {
+    return null;
+  }
+  const name = value.name || value.title || value.label;
+  return typeof name === "string" || typeof name === "number" ? String(name) : null;
+}
+
+function scalar(value) {
+  if (typeof value === "boolean") {
+    return value ? "Yes" : "No";
   }
   return String(value);
 }
 
-/** A write's preview: `{action, changes: {field: {from, to}}, <what>: {...}}`, or any JSON. */
-export function renderPreview(preview) {
-  if (!preview || typeof preview !== "object" || Array.isArray(preview)) {
-    return h("pre", { class: "tool-json" }, formatJson(preview));
+function change(value) {
+  const side = (v, cls) => {
+    const shown = isEmpty(v) ? null : renderValue(v);
+    return h("span", { class: cls }, shown || h("span", { class: "none" }, "(none)"));
+  };
+  return h("span", { class: "change" }, [
+    side(value.from, "from"),
+    h("span", { class: "arrow", "aria-hidden": "true" }, " → "),
+    h("span", { class: "sr-only" }, " becomes "),
+    side(value.to, "to"),
+  ]);
+}
+
+/** Any JSON value as readable DOM (null when there is nothing to show). */
+export function renderValue(value) {
+  if (isEmpty(value)) {
+    return null;
   }
+  if (typeof value !== "object") {
+    return h("span", { class: "value" }, scalar(value));
+  }
+  if (isChange(value)) {
+    return change(value);
+  }
+  const name = recordName(value);
+  if (name !== null) {
+    return h("span", { class: "value" }, name);
+  }
+  if (Array.isArray(value)) {
+    const items = value.map((item) => renderValue(item)).filter((item) => item !== null);
+    const simple = value.every((item) => typeof item !== "object" || item === null || recordName(item) !== null);
+    return h("ul", { class: simple ? "values inline" : "values" }, items.map((item) => h("li", {}, item)));
+  }
+  return renderFields(value);
+}
+
+/** An object's fields as labelled rows; `skip`: keys shown elsewhere. */
+function renderFields(object, skip = new Set()) {
   const rows = [];
-  for (const [key, value] of Object.entries(preview)) {
-    if (key === "action" || key === "changes") {
+  for (const [key, value] of Object.entries(object)) {
+    if (skip.has(key)) {
       continue;
     }
-    rows.push(h("dt", {}, humanize(key)), h("dd", {}, text(value)));
+    const shown = renderValue(value);
+    if (shown === null) {
+      continue;
+    }
+    // Nested records (an object, a list of objects) take the whole width under their label.
+    const grouped = shown.matches("dl, ul.values:not(.inline)");
+    rows.push(h("div", { class: grouped ? "field group" : "field" }, [h("dt", {}, humanize(key)), h("dd", {}, shown)]));
   }
-  const changes = preview.changes && typeof preview.changes === "object" ? preview.changes : {};
-  for (const [field, change] of Object.entries(changes)) {
-    const value =
-      change && typeof change === "object" && ("from" in change || "to" in change)
-        ? [h("span", { class: "from" }, text(change.from)), h("span", { class: "arrow", "aria-label": "becomes" }, " → "), h("span", { class: "to" }, text(change.to))]
-        : text(change);
-    rows.push(h("dt", {}, humanize(field)), h("dd", {}, value));
+  return rows.length ? h("dl", { class: "fields" }, rows) : null;
+}
+
+/** A tool's result envelope: its data, or what went wrong. */
+function renderResult(result) {
+  if (isObject(result) && result.ok === false && isObject(result.error)) {
+    const error = result.error;
+    return h("div", { class: "tool-error" }, [
+      h("p", {}, typeof error.message === "string" ? error.message : "The tool failed."),
+      typeof error.hint === "string" && error.hint ? h("p", { class: "hint-text" }, error.hint) : null,
+    ]);
   }
-  return h("dl", { class: "confirm-details" }, rows);
+  const data = isObject(result) && "ok" in result ? result.data : result;
+  return renderValue(data) || h("p", { class: "none" }, "Nothing to show.");
+}
+
+/**
+ * A write's preview: `{action, changes: {field: {from, to}}, warnings: [...], <what>: {...}}`, or any
+ * value. The action is the card's heading (shown by the caller); the changes are rows "before → after".
+ */
+export function renderPreview(preview) {
+  if (!isObject(preview)) {
+    return h("div", { class: "confirm-details" }, renderValue(preview) || h("p", { class: "none" }, "No details."));
+  }
+  const parts = [];
+  const warnings = (Array.isArray(preview.warnings) ? preview.warnings : [preview.warnings]).filter((w) => !isEmpty(w));
+  const fields = renderFields(preview, new Set(["action", "changes", "warnings"]));
+  const changes = isObject(preview.changes) ? preview.changes : {};
+  const changeRows = [];
+  for (const [field, value] of Object.entries(changes)) {
+    const shown = isChange(value) ? change(value) : renderValue(value);
+    if (shown !== null) {
+      changeRows.push(h("div", { class: "field" }, [h("dt", {}, humanize(field)), h("dd", {}, shown)]));
+    }
+  }
+  if (fields) {
+    parts.push(fields);
+  }
+  if (changeRows.length) {
+    parts.push(h("dl", { class: "fields changes", "aria-label": "Changes" }, changeRows));
+  }
+  if (warnings.length) {
+    parts.push(
+      h("ul", { class: "confirm-warnings", "aria-label": "Warnings" }, warnings.map((warning) => h("li", {}, renderValue(warning)))),
+    );
+  }
+  return h("div", { class: "confirm-details" }, parts);
 }

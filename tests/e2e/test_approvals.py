@@ -218,3 +218,38 @@ async def test_viewer_is_offered_no_write_tool_and_cannot_run_one(vernis: Vernis
     (completed,) = [e for e in events if e["type"] == "tool_call_completed"]
     assert completed["result"]["error"]["code"] == "forbidden"
     assert await sql(vernis, "SELECT id FROM assistant_approval") == []
+
+
+async def test_history_keeps_an_answered_preview_and_where_each_call_came(vernis: Vernis) -> None:
+    """A stored call says where in the text it came, and an answered preview keeps its preview beside the outcome."""
+    notification_id = await add_notification(vernis)
+    vernis.scripted.add(
+        Reply(
+            "Let me look.",
+            tool_calls=[ScriptedToolCall("mark_notification_read", {"notification_id": notification_id})],
+        ),
+        match="mark it read",
+    )
+    async with vernis.opened() as client:
+        await client.answer("mark it read please")
+    async with vernis.connect() as client:
+        events = await client.until("history_end")
+        assistant = [e for e in events if e["type"] == "history_message" and e["role"] == "assistant"][-1]
+        (call,) = assistant["tool_calls"]
+        assert call["text_offset"] == len("Let me look.")
+        assert assistant["content"].startswith("Let me look.")
+        assert "approval" not in call
+        await client.send(
+            "confirm_tool", confirmation_id=call["result"]["data"]["confirmation_id"], approved=False
+        )
+        (done,) = await client.expect("tool_call_completed")
+        assert done["status"] == "rejected"
+    async with vernis.connect() as client:
+        events = await client.until("history_end")
+        assistant = [e for e in events if e["type"] == "history_message" and e["role"] == "assistant"][-1]
+        (call,) = assistant["tool_calls"]
+        assert call["status"] == "rejected"
+        assert call["text_offset"] == len("Let me look.")
+        assert call["approval"]["preview"]["changes"] == {"read": {"from": False, "to": True}}
+        assert call["approval"]["confirmation_id"]
+    assert not await is_read(vernis, notification_id)

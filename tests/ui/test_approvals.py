@@ -37,8 +37,8 @@ async def test_approving_a_preview_runs_the_write(ui: UI) -> None:
     confirm = card.get_by_role("group", name="Approve or reject: Mark a notification as read")
     await expect(confirm).to_contain_text("Missed call from Jane")
     await expect(confirm.locator(".confirm-details")).to_contain_text("Read")
-    await expect(confirm.locator(".from")).to_have_text("false")
-    await expect(confirm.locator(".to")).to_have_text("true")
+    await expect(confirm.locator(".from")).to_have_text("No")
+    await expect(confirm.locator(".to")).to_have_text("Yes")
     assert not await is_read(ui.vernis, notification_id)
     await ui.screenshot("preview.png")
 
@@ -49,7 +49,9 @@ async def test_approving_a_preview_runs_the_write(ui: UI) -> None:
     await expect(confirm.get_by_role("button")).to_have_count(0)
     await eventually(lambda: is_read(ui.vernis, notification_id))
     await card.locator("summary").click()
-    await expect(card.locator(".tool-json").last).to_contain_text('"read": true')
+    result = card.locator(".tool-value").last
+    await expect(result).to_contain_text("Read")
+    assert "{" not in await result.inner_text()
 
 
 async def test_preview_buttons_come_back_after_a_reload(ui: UI) -> None:
@@ -91,7 +93,7 @@ async def test_an_answer_from_another_tab_updates_the_card(ui: UI) -> None:
 
 
 async def test_an_approval_shows_every_argument(login_page: UI) -> None:
-    """A preview's object is shown whole unless it only names a record: a title never hides an amount or a recipient."""
+    """A preview's object is shown whole, readably, unless it only names a record: a title never hides an amount or a recipient."""
     shown = await login_page.page.evaluate(
         """async () => {
             const { renderPreview } = await import("/static/vernis/messages.js");
@@ -102,7 +104,139 @@ async def test_an_approval_shows_every_argument(login_page: UI) -> None:
             };
         }"""
     )
-    assert '"amount":5000' in shown["mcp"]
-    assert '"to":"attacker"' in shown["mcp"]
+    assert "Amount5000" in shown["mcp"]
+    assert "Toattacker" in shown["mcp"]
+    assert not set('{}"') & set(shown["mcp"])
     assert "Jane Cooper" in shown["record"]
     assert "c-1" not in shown["record"]
+
+
+# What a user sees of the log, element by element: tag, classes, state attributes and own text (no
+# ids, which differ between a live card and its history: the same answer must look the same).
+SNAPSHOT = """(log) => {
+    const rows = [];
+    const walk = (element, depth) => {
+        const own = Array.from(element.childNodes)
+            .filter((node) => node.nodeType === Node.TEXT_NODE)
+            .map((node) => node.textContent.trim())
+            .join(" ")
+            .trim();
+        const state = ["data-status", "data-resolved", "aria-label", "role", "disabled", "hidden"]
+            .map((name) => (element.hasAttribute(name) ? `${name}=${element.getAttribute(name)}` : ""))
+            .filter(Boolean)
+            .join(",");
+        rows.push(`${"  ".repeat(depth)}${element.tagName.toLowerCase()}.${element.className} [${state}] ${own}`);
+        for (const child of element.children) {
+            walk(child, depth + 1);
+        }
+    };
+    for (const child of log.children) {
+        walk(child, 0);
+    }
+    return rows;
+}"""
+
+NEW_CONTACT = {
+    "first_name": "Alex",
+    "last_name": "Rivera",
+    "company": "Northwind Dental",
+    "emails": [{"email": "alex.rivera@northwind.test", "label": "work"}],
+    "phones": [],
+    "tags": [],
+    "note": None,
+}
+
+
+async def ask_to_create_contact(ui: UI) -> None:
+    """The model says a word, previews `create_contact` with nested fields, then asks."""
+    ui.vernis.scripted.add(
+        Reply("I will add Alex for you.", tool_calls=[ScriptedToolCall("create_contact", NEW_CONTACT)]),
+        match="add alex",
+    )
+    ui.vernis.scripted.add(Reply("Shall I create this contact? Approve it above."), match=after_tool)
+    await ui.open()
+    await ui.send("add alex rivera please")
+    await ui.answered()
+
+
+async def test_a_nested_preview_reads_like_a_form(ui: UI) -> None:
+    """A create preview with nested fields and lists reads as labelled rows: no JSON, empty values left out."""
+    await ask_to_create_contact(ui)
+    confirm = ui.log.get_by_role("group", name="Approve or reject: Create a contact")
+    details = confirm.locator(".confirm-details")
+    await expect(details).to_contain_text("First name")
+    shown = await details.inner_text()
+    assert not set('{}[]"') & set(shown), shown
+    assert "null" not in shown, shown
+    rows = await details.locator("dt").all_inner_texts()
+    # Nested: the contact is a group; its e-mails a list of grouped rows; empty phones, tags, note gone.
+    assert rows[:4] == ["Contact", "First name", "Last name", "Company"], rows
+    assert not {"Phones", "Tags", "Note"} & set(rows), rows
+    email = details.locator(".field.group", has_text="Emails").locator("li").first
+    await expect(email.locator("dt")).to_have_text(["Email", "Label", "Primary"])
+    await expect(email.locator("dd")).to_have_text(["alex.rivera@northwind.test", "work", "Yes"])
+    # A word is never cut in the middle: each value fits its cell on one line (the address too).
+    lines = await email.locator("dd").evaluate_all(
+        """(cells) => cells.map((cell) => {
+            const range = document.createRange();
+            range.selectNodeContents(cell);
+            return new Set(Array.from(range.getClientRects(), (rect) => Math.round(rect.top))).size;
+        })"""
+    )
+    assert lines == [1, 1, 1], lines
+    await ui.screenshot("approval-create-contact.png")
+
+
+async def test_an_update_preview_shows_before_and_after(login_page: UI) -> None:
+    """An update's changes read "before → after" per field; an empty side says "(none)"."""
+    shown = await login_page.page.evaluate(
+        """async () => {
+            const { renderPreview } = await import("/static/vernis/messages.js");
+            const element = renderPreview({
+                action: "Update a contact",
+                contact: { id: "c-1", name: "Jane Cooper" },
+                changes: { company: { from: null, to: "Acme" }, last_name: { from: "Coper", to: "Cooper" } },
+            });
+            document.body.append(element);
+            return {
+                text: element.textContent,
+                changes: Array.from(element.querySelectorAll(".changes .field"), (row) => [
+                    row.querySelector("dt").textContent,
+                    row.querySelector(".from").textContent,
+                    row.querySelector(".to").textContent,
+                ]),
+            };
+        }"""
+    )
+    assert shown["changes"] == [["Company", "(none)", "Acme"], ["Last name", "Coper", "Cooper"]]
+    assert "Jane Cooper" in shown["text"]
+    assert "c-1" not in shown["text"]
+
+
+async def test_history_renders_exactly_what_the_live_answer_rendered(ui: UI) -> None:
+    """Live and after reloads an answer is the same element by element: text, card in place, approval outcome kept."""
+    await ask_to_create_contact(ui)
+    live_pending = await ui.log.evaluate(SNAPSHOT)
+    await ui.page.reload()
+    await ui.connected()
+    await expect(ui.log.locator(".tool-card")).to_have_attribute("data-status", "needs_confirmation")
+    assert await ui.log.evaluate(SNAPSHOT) == live_pending
+
+    card = ui.log.locator(".tool-card")
+    await card.get_by_role("button", name="Approve").click()
+    await expect(card.locator(".tool-status")).to_have_text("Approved · done")
+    await expect(card.locator(".confirm-outcome")).to_have_text("Approved. The change was made.")
+    live_done = await ui.log.evaluate(SNAPSHOT)
+    # The text before the call, the card, the text after it: in that order.
+    answer = ui.answers().last
+    order = await answer.locator(".answer-body > *").evaluate_all(
+        "(parts) => parts.map((part) => part.className)"
+    )
+    assert order == ["markdown", "tool-card", "markdown"], order
+    await ui.screenshot("approval-approved-live.png")
+
+    await ui.page.reload()
+    await ui.connected()
+    await expect(ui.log.locator(".tool-card .tool-status")).to_have_text("Approved · done")
+    assert await ui.log.evaluate(SNAPSHOT) == live_done
+    await ui.screenshot("approval-approved-history.png")

@@ -230,7 +230,10 @@ async def test_a_product_with_an_mcp_server_and_a_toml_file_gets_the_panel_on_it
             await expect(write_card).to_have_attribute("data-status", "needs_confirmation")
             confirm = write_card.get_by_role("group", name="Approve or reject: Close a ticket")
             await expect(confirm).to_contain_text("desk__close_ticket")
-            await expect(confirm).to_contain_text('"note":"Fixed by the VPN update."')
+            # The exact arguments, readably: labelled rows, no JSON.
+            arguments = confirm.locator(".field.group", has_text="Arguments").locator(".field")
+            await expect(arguments.locator("dt")).to_have_text(["Ticket id", "Note"])
+            await expect(arguments.locator("dd")).to_have_text(["T-2", "Fixed by the VPN update."])
             heard = ui.page.locator("#heard li")
             await expect(heard).to_have_text(["desk__find_tickets · ok"])
             assert desk.calls_of("close_ticket") == []

@@ -188,6 +188,8 @@ class AnswerService:
                         "arguments": event.arguments,
                         "status": "running",
                         "result": None,
+                        # Where in the answer's text the call came (history puts its card there).
+                        "text_offset": sum(map(len, parts)),
                     }
                 )
                 answer._dirty = True

@@ -243,6 +243,15 @@ class ApprovalService:
             calls = [dict(call) for call in row.tool_calls_json]
             for call in calls:
                 if call.get("call_id") == call_id:
+                    asked = call.get("result")
+                    if call.get("status") == "needs_confirmation" and isinstance(asked, dict):
+                        # The preview the user answered stays: history shows it with its outcome.
+                        data = asked.get("data")
+                        if isinstance(data, dict) and "preview" in data:
+                            call["approval"] = {
+                                "confirmation_id": data.get("confirmation_id"),
+                                "preview": data["preview"],
+                            }
                     call["status"] = status
                     call["result"] = result
             await connection.execute(
