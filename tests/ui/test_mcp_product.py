@@ -254,3 +254,6 @@ async def test_a_product_with_an_mcp_server_and_a_toml_file_gets_the_panel_on_it
             await read_card.locator("summary").click()
             await expect(read_card.locator("details")).to_have_attribute("open", "")
             await ui.screenshot("mcp-product.png")
+            # Closed before its servers stop: a request of the page racing their shutdown would be
+            # refused and logged on its console.
+            await ui.context.close()
