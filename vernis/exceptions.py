@@ -100,12 +100,15 @@ class AuthError(VernisError):
 
 
 class LLMError(VernisError):
-    pass
+    # `public_message` is for the operator (it names the setting to check) and goes to the logs; a
+    # user of the panel is told this plain sentence instead.
+    user_message = "The assistant could not answer just now. Please try again."
 
 
 class LLMNotConfigured(LLMError):
     code = "llm_not_configured"
     default_message = "No language model is configured: set VERNIS_LLM_BASE_URL (and VERNIS_LLM_MODEL)."
+    user_message = "The assistant is not available right now. Please try again later."
 
 
 class LLMUnavailable(LLMError):

@@ -31,6 +31,31 @@ export async function fetchConfig(server, token) {
   return parseConfig(await response.json());
 }
 
+/**
+ * Whether the server accepts `token` (or, without one, the `vernis_token` cookie): the same check as
+ * the socket's handshake, over HTTP, where the browser can read the answer. "refused" (HTTP 401 or
+ * 403), "ok", or "unknown" (unreachable, or any other answer).
+ */
+export async function probeSession(server, token) {
+  const headers = { Accept: "application/json" };
+  if (token) {
+    headers.Authorization = `Bearer ${token}`;
+  }
+  try {
+    const response = await fetch(`${server}/api/assistant/config`, {
+      headers,
+      credentials: token ? "omit" : "same-origin",
+      cache: "no-store",
+    });
+    if (response.status === 401 || response.status === 403) {
+      return "refused";
+    }
+    return response.ok ? "ok" : "unknown";
+  } catch {
+    return "unknown";
+  }
+}
+
 /** The server's JSON as a configuration; what is malformed is left out, never fatal. */
 export function parseConfig(body) {
   const config = defaultConfig();

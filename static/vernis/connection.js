@@ -8,6 +8,11 @@
 // After a 4401 (token expired or replaced by a bad one), a connection whose host gives tokens
 // (`renewable()`) reconnects at once with a fresh one, at most once per RENEW_INTERVAL_MS: a second
 // 4401 soon after means the host's tokens are not accepted, and it stays signed out.
+//
+// A handshake the server refuses (HTTP 403) looks to a browser like any failed connection: it cannot
+// read the status. So when a socket closes before it ever opened, `probe()` asks the server over HTTP
+// with the same token; "refused" (HTTP 401) is treated like a 4401: a fresh token from the host, or
+// signed out. Anything else (the server unreachable) is a plain failure, retried with backoff.
 
 export const CLOSE_AUTH_EXPIRED = 4401;
 const PROTOCOL = "vernis.v1";
@@ -24,11 +29,12 @@ export class Connection extends EventTarget {
    * `protocols()`: the subprotocols to offer (may add `vernis.token.<jwt>`), sync or async.
    * `renewable()`: whether a new token can be had after a 4401 (the host gives tokens).
    */
-  constructor({ url, protocols = () => [PROTOCOL], renewable = () => false }) {
+  constructor({ url, protocols = () => [PROTOCOL], renewable = () => false, probe = async () => "unknown" }) {
     super();
     this.url = url;
     this.protocols = protocols;
     this.renewable = renewable;
+    this.probe = probe;
     this.renewedAt = -Infinity;
     this.state = "connecting";
     this.socket = null;
@@ -82,6 +88,22 @@ export class Connection extends EventTarget {
     if (this.stopped || this.state === "signed-out") {
       return;
     }
+    this.connectNow();
+  }
+
+  /** Signed out, and the host has a new way to get tokens: try again. */
+  signIn() {
+    if (this.state === "signed-out") {
+      this.renewedAt = -Infinity;
+      this.setState("reconnecting");
+    }
+    this.connectNow();
+  }
+
+  connectNow() {
+    if (this.stopped) {
+      return;
+    }
     if (this.socket && this.socket.readyState <= WebSocket.OPEN) {
       return;
     }
@@ -119,7 +141,9 @@ export class Connection extends EventTarget {
       this.opening = false;
     }
     this.socket = socket;
+    let opened = false;
     socket.onopen = () => {
+      opened = true;
       this.failures = 0;
       this.nextRetryAt = null;
       this.setState("connected");
@@ -147,17 +171,45 @@ export class Connection extends EventTarget {
       this.socket = null;
       this.clearKeepalive();
       if (close.code === CLOSE_AUTH_EXPIRED) {
-        if (this.renewable() && Date.now() - this.renewedAt > RENEW_INTERVAL_MS) {
-          this.renewedAt = Date.now();
-          this.setState("reconnecting");
-          this.open();
-          return;
-        }
-        this.setState("signed-out");
+        this.refused();
+        return;
+      }
+      if (!opened && navigator.onLine !== false) {
+        // Refused before accept, or never reached: ask over HTTP which one.
+        this.checkRefusal();
         return;
       }
       this.failed();
     };
+  }
+
+  async checkRefusal() {
+    let verdict = "unknown";
+    try {
+      verdict = await this.probe();
+    } catch {
+      verdict = "unknown";
+    }
+    if (this.stopped || this.socket) {
+      return;
+    }
+    if (verdict === "refused") {
+      this.refused();
+    } else {
+      this.failed();
+    }
+  }
+
+  /** The server does not accept this token: a fresh one from the host (once in a while), else signed out. */
+  refused() {
+    if (this.renewable() && Date.now() - this.renewedAt > RENEW_INTERVAL_MS) {
+      this.renewedAt = Date.now();
+      this.setState("reconnecting");
+      this.open();
+      return;
+    }
+    clearTimeout(this.retryTimer);
+    this.setState("signed-out");
   }
 
   detach(socket) {

@@ -21,7 +21,7 @@
 // (`GET /api/assistant/config`); until they arrive, and if they cannot, it is "Vernis" with none.
 // Shortcuts: Ctrl+/ (⌘/ on a Mac) opens and closes it; Escape closes the picker, then the panel.
 
-import { defaultConfig, entityForRoute, fetchConfig, quickActionsFor } from "./config.js";
+import { defaultConfig, entityForRoute, fetchConfig, probeSession, quickActionsFor } from "./config.js";
 import { Connection } from "./connection.js";
 import { h, icon } from "./dom.js";
 import { TokenRefresher, hostEvent, normalizePageContext, toolSummary } from "./host.js";
@@ -33,6 +33,8 @@ import { Session } from "./session.js";
 const BASE = new URL("./", import.meta.url);
 const STORAGE_KEY = "vernis.assistant";
 const MAX_CHARS = 8000;
+// The counter shows from here on (90 % of the limit).
+const COUNT_FROM = 7200;
 const CONNECTION_TEXT = {
   connecting: "Connecting…",
   connected: "Connected",
@@ -119,7 +121,8 @@ export class VernisAssistant extends HTMLElement {
     // Set after the element started: the configuration and the socket may have gone without it.
     this.loadConfig();
     if (this.connection && !this.connection.connected) {
-      this.connection.reconnectNow();
+      // Also out of "signed out": the host has a new way to get tokens.
+      this.connection.signIn();
     }
   }
 
@@ -224,8 +227,9 @@ export class VernisAssistant extends HTMLElement {
       id: "vernis-input",
       class: "input",
       rows: "1",
-      maxlength: String(MAX_CHARS),
-      "aria-describedby": "vernis-hint",
+      dir: "auto",
+      // No `maxlength`: a long paste is kept whole (never cut silently) and the counter says how much is over.
+      "aria-describedby": "vernis-hint vernis-counter",
     });
     this.input.addEventListener("keydown", (event) => {
       if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
@@ -233,14 +237,20 @@ export class VernisAssistant extends HTMLElement {
         this.submit();
       }
     });
-    this.input.addEventListener("input", () => this.sizeInput());
+    this.input.addEventListener("input", () => {
+      this.sizeInput();
+      this.updateCounter();
+    });
     this.sendButton = h("button", { type: "submit", class: "icon-button primary send", "aria-label": "Send", title: "Send" }, [icon("send")]);
     this.stopButton = h("button", { type: "button", class: "icon-button stop", "aria-label": "Stop the answer", title: "Stop", hidden: "" }, [icon("stop")]);
     this.stopButton.addEventListener("click", () => this.session.stop());
     const composer = h("form", { class: "composer", "aria-label": "Message the assistant" }, [
       h("label", { class: "sr-only", for: "vernis-input" }, "Message"),
       h("div", { class: "composer-row" }, [this.input, this.sendButton, this.stopButton]),
-      h("p", { id: "vernis-hint", class: "hint" }, "Enter to send · Shift+Enter for a new line"),
+      h("div", { class: "composer-foot" }, [
+        h("p", { id: "vernis-hint", class: "hint" }, "Enter to send · Shift+Enter for a new line"),
+        (this.counter = h("p", { id: "vernis-counter", class: "counter", "aria-live": "polite", hidden: "" })),
+      ]),
     ]);
     composer.addEventListener("submit", (event) => {
       event.preventDefault();
@@ -337,10 +347,19 @@ export class VernisAssistant extends HTMLElement {
       url: () => socketBase + this.session.socketQuery(),
       protocols: async () => {
         const token = await this.hostToken();
+        this.socketToken = token;
         this.tokens.schedule(token);
         return token ? ["vernis.v1", `vernis.token.${token}`] : ["vernis.v1"];
       },
       renewable: () => this.tokenSource() !== null,
+      // A socket refused before it opened: was it this token (or cookie)? The browser cannot tell.
+      probe: () => {
+        const token = this.socketToken || null;
+        if (!token && server !== location.origin) {
+          return "unknown";
+        }
+        return probeSession(server, token);
+      },
     });
     this.connection.addEventListener("event", (event) => {
       this.session.handle(event.detail);
@@ -574,7 +593,41 @@ export class VernisAssistant extends HTMLElement {
     if (this.send(this.input.value)) {
       this.input.value = "";
       this.sizeInput();
+      this.updateCounter();
     }
+    this.updateComposer();
+  }
+
+  /** Near the limit: "7,950 / 8,000"; over it: by how much, and Send waits until it is shorter. */
+  updateCounter() {
+    const count = charCount(this.input.value);
+    const over = count > MAX_CHARS;
+    this.counter.hidden = count < COUNT_FROM;
+    this.counter.toggleAttribute("data-over", over);
+    this.counter.textContent = over
+      ? `${count.toLocaleString("en-US")} / ${MAX_CHARS.toLocaleString("en-US")} characters: ${(count - MAX_CHARS).toLocaleString("en-US")} too many. Shorten the message to send it.`
+      : `${count.toLocaleString("en-US")} / ${MAX_CHARS.toLocaleString("en-US")} characters`;
+    this.input.toggleAttribute("aria-invalid", over);
+    this.updateComposer();
+  }
+
+  /** Refused for the rate limit: Send comes back when `retryAfterMs` has passed, counted down. */
+  rateLimited(retryAfterMs, note) {
+    clearInterval(this.rateTimer);
+    this.rateLimitedUntil = Date.now() + Math.max(0, retryAfterMs);
+    const tick = () => {
+      const left = Math.ceil((this.rateLimitedUntil - Date.now()) / 1000);
+      if (left <= 0) {
+        clearInterval(this.rateTimer);
+        this.rateLimitedUntil = 0;
+        note.textContent = "Not sent: too many messages at once. You can send it again now.";
+        this.updateComposer();
+        return;
+      }
+      note.textContent = `Not sent: too many messages at once. You can send again in ${left} s.`;
+    };
+    tick();
+    this.rateTimer = setInterval(tick, 1000);
     this.updateComposer();
   }
 
@@ -584,8 +637,12 @@ export class VernisAssistant extends HTMLElement {
     if (!content || this.session.busy) {
       return false;
     }
-    if (content.length > MAX_CHARS) {
-      this.messages.notice(`A message can be at most ${MAX_CHARS.toLocaleString()} characters.`, { kind: "error" });
+    if (charCount(content) > MAX_CHARS) {
+      this.updateCounter();
+      this.counter.hidden = false;
+      return false;
+    }
+    if (this.rateLimitedUntil && Date.now() < this.rateLimitedUntil) {
       return false;
     }
     if (!this.session.userMessage(content, this.pageContext)) {
@@ -607,7 +664,9 @@ export class VernisAssistant extends HTMLElement {
     const stopHadFocus = this.shadowRoot.activeElement === this.stopButton;
     this.stopButton.hidden = !busy;
     this.sendButton.hidden = busy;
-    this.sendButton.disabled = !(this.connection && this.connection.connected);
+    const waiting = Boolean(this.rateLimitedUntil && Date.now() < this.rateLimitedUntil);
+    const tooLong = this.counter ? this.counter.hasAttribute("data-over") : false;
+    this.sendButton.disabled = !(this.connection && this.connection.connected) || waiting || tooLong;
     this.panel.toggleAttribute("data-busy", busy);
     if (stopHadFocus && !busy) {
       this.input.focus();
@@ -755,7 +814,10 @@ export class VernisAssistant extends HTMLElement {
   }
 
   userMessageRefused(content, event) {
-    this.messages.markLastUserRefused(event.message);
+    const note = this.messages.markLastUserRefused(event.message);
+    if (event.code === "rate_limited" && typeof event.retry_after_ms === "number" && note) {
+      this.rateLimited(event.retry_after_ms, note);
+    }
     if (!this.input.value.trim()) {
       this.input.value = content;
       this.sizeInput();
@@ -771,7 +833,16 @@ export class VernisAssistant extends HTMLElement {
   }
 
   answerError(messageId, event) {
-    this.messages.answerError(messageId, event.message);
+    // A failure of the model or the server (not of the user's message): Retry asks again.
+    const retryable = ["llm_unavailable", "llm_not_configured", "unavailable", "internal"].includes(event.code);
+    this.messages.answerError(messageId, event.message, retryable ? () => this.retryLast() : null);
+  }
+
+  /** Send the last user message again (after a failed answer). */
+  retryLast() {
+    const users = this.log.querySelectorAll(".msg.user:not([data-refused]) .bubble");
+    const last = users[users.length - 1];
+    return last ? this.send(last.textContent) : false;
   }
 
   commandError(event) {
@@ -800,6 +871,15 @@ export class VernisAssistant extends HTMLElement {
       // Storage may be disabled; the panel works without it.
     }
   }
+}
+
+/** Characters as the server counts them (code points, not UTF-16 units). */
+function charCount(text) {
+  let count = 0;
+  for (const _ of text) {
+    count += 1;
+  }
+  return count;
 }
 
 export function define() {

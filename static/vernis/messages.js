@@ -82,11 +82,13 @@ export class MessageList {
     const messages = this.log.querySelectorAll(".msg.user");
     const last = messages[messages.length - 1];
     if (!last) {
-      return;
+      return null;
     }
     last.removeAttribute("data-pending");
     last.setAttribute("data-refused", "");
-    last.append(h("div", { class: "msg-note" }, reason));
+    const note = h("div", { class: "msg-note", role: "status" }, reason);
+    last.append(note);
+    return note;
   }
 
   acceptPendingUser() {
@@ -218,7 +220,7 @@ export class MessageList {
     this.pendingRenders.clear();
   }
 
-  finish(answer, { stopped = false, failed = false } = {}) {
+  finish(answer, { stopped = false, failed = answer.failed === true } = {}) {
     this.flushRenders();
     for (const card of this.cards.values()) {
       if (card.confirm && card.confirm.held && answer.element.contains(card.element)) {
@@ -236,14 +238,24 @@ export class MessageList {
     }
     footer.push(this.feedbackButtons(answer.id));
     answer.footer.replaceChildren(...footer);
-    if (!answer.parts.length) {
+    if (!answer.parts.length && !answer.failed) {
       answer.body.append(h("p", { class: "answer-empty" }, stopped ? "Stopped before answering." : "No answer."));
     }
   }
 
-  answerError(messageId, message) {
+  /** The answer failed: the server's plain sentence, and a Retry button when `retry` is given. */
+  answerError(messageId, message, retry = null) {
     const answer = this.answer(messageId);
-    answer.body.append(h("p", { class: "answer-error", role: "alert" }, message));
+    answer.failed = true;
+    const button = retry ? h("button", { type: "button", class: "button small retry" }, "Retry") : null;
+    if (button) {
+      button.addEventListener("click", () => {
+        if (retry()) {
+          button.disabled = true;
+        }
+      });
+    }
+    answer.body.append(h("div", { class: "answer-error", role: "alert" }, [h("p", {}, message), button]));
   }
 
   feedbackButtons(messageId) {

@@ -9,6 +9,7 @@ answer; faults after it end the answer with `llm_unavailable` and store the part
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -238,15 +239,18 @@ async def test_stream_without_finish_reason_is_failed_never_complete(vernis: Ver
 
 
 async def test_no_model_reachable_is_llm_not_configured_naming_the_base_url(
-    vernis_factory: VernisFactory,
+    vernis_factory: VernisFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """With nothing listening at the base URL, the answer is `llm_not_configured` naming VERNIS_LLM_BASE_URL."""
+    """With nothing listening at the base URL, the answer is `llm_not_configured`: a plain sentence to the user, VERNIS_LLM_BASE_URL in the operator's log."""
+    caplog.set_level(logging.WARNING, logger="vernis")
     async with vernis_factory(llm_base_url=f"http://127.0.0.1:{free_port()}/v1", llm_max_retries=0) as vernis:
         async with vernis.opened() as client:
             events = await first_answer(client, "hello?")
         assert types_of(events) == ["conversation_created", "assistant_start", "error", "assistant_end"]
         assert events[2]["code"] == "llm_not_configured"
-        assert "VERNIS_LLM_BASE_URL" in events[2]["message"]
+        assert events[2]["message"] == "The assistant is not available right now. Please try again later."
+        assert "VERNIS_" not in events[2]["message"]
+        assert "check VERNIS_LLM_BASE_URL" in caplog.text
         assert vernis.scripted.requests == []
         history = await replay(vernis)
         assert [(m["role"], m["content"], m["status"]) for m in history] == [
@@ -255,15 +259,20 @@ async def test_no_model_reachable_is_llm_not_configured_naming_the_base_url(
         ]
 
 
-async def test_http_401_is_llm_unavailable_naming_the_api_key(vernis: Vernis) -> None:
-    """An HTTP 401 is not retried and ends with `llm_unavailable` naming VERNIS_LLM_API_KEY."""
+async def test_http_401_is_llm_unavailable_naming_the_api_key(
+    vernis: Vernis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An HTTP 401 is not retried and ends with `llm_unavailable`: a plain sentence to the user, VERNIS_LLM_API_KEY in the operator's log."""
+    caplog.set_level(logging.WARNING, logger="vernis")
     vernis.scripted.add(Reply(fault=Fault.http(401)), match=is_chat, times=None)
     async with vernis.opened() as client:
         events = await first_answer(client, "hi")
     assert types_of(events) == ["conversation_created", "assistant_start", "error", "assistant_end"]
     assert events[2]["code"] == "llm_unavailable"
-    assert "VERNIS_LLM_API_KEY" in events[2]["message"]
+    assert events[2]["message"] == "The assistant could not answer just now. Please try again."
     assert "Incorrect API key" not in events[2]["message"]
+    assert "check VERNIS_LLM_API_KEY" in caplog.text
+    assert "HTTP 401" in caplog.text
     assert len(chat_requests(vernis)) == 1
 
 

@@ -158,7 +158,13 @@ class AnswerService:
                 raise
             except LLMError as exc:
                 status, error = MessageStatus.FAILED, exc
-                logger.warning("answer failed: %s %s", type(exc).__name__, getattr(exc, "detail", ""))
+                # The operator's text (which setting to check) and the detail: the logs only.
+                logger.warning(
+                    "answer failed: %s: %s %s",
+                    type(exc).__name__,
+                    exc.public_message,
+                    getattr(exc, "detail", ""),
+                )
             except Exception:
                 status, error = MessageStatus.FAILED, VernisError()
                 logger.exception("answer failed")
@@ -327,7 +333,10 @@ class AnswerService:
         if error is not None:
             self._hub.publish(
                 conversation_id,
-                events.ErrorOccurred(code=error.code, message=error.public_message),
+                events.ErrorOccurred(
+                    code=error.code,
+                    message=error.user_message if isinstance(error, LLMError) else error.public_message,
+                ),
             )
         self._hub.publish(
             conversation_id,
