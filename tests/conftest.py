@@ -1,1 +1,1 @@
-pytest_plugins = ["tests.fixtures.db", "tests.fixtures.scripted", "tests.fixtures.server"]
+pytest_plugins = ["tests.fixtures.db", "tests.fixtures.redis", "tests.fixtures.scripted", "tests.fixtures.server"]

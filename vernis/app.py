@@ -35,14 +35,16 @@ from vernis.context.page import PageContextResolver
 from vernis.context.window import WindowCache
 from vernis.db.engine import create_engine
 from vernis.db.transactions import transactions_for
+from vernis.guards import GuardPolicy, GuardService
 from vernis.identity.service import IdentityService
 from vernis.identity.tokens import TokenVerifier
 from vernis.services.answers import AnswerService, RunningAnswer
 from vernis.services.hub import EventHub, MemoryHub
-from vernis.services.limits import MemberRateLimiter
+from vernis.services.limits import MemberRateLimiter, MemorySocketCap, RateLimiter, SocketCap
 from vernis.services.llm import ChatModel
 from vernis.services.openai_model import OpenAIChatModel
 from vernis.services.persistence import ConversationStore
+from vernis.services.redis_hub import RedisHub, RedisRateLimiter, RedisSocketCap, redis_client
 from vernis.services.runtime import Services
 from vernis.services.titles import TitleService
 from vernis.settings import Settings, load_settings
@@ -158,13 +160,6 @@ def create_app(
     """Build the app. Arguments left out are made from `settings`; a configuration that cannot work
     raises here (`ConfigError`, `ToolkitError`), before anything is served."""
     settings = settings or load_settings()
-    if settings.redis_url and hub is None:
-        # Several instances need the shared hub, lease and limits of SPEC §10; in-memory state
-        # would silently break one-answer-per-conversation and resume across instances.
-        raise ConfigError(
-            "VERNIS_REDIS_URL is set, but this version keeps conversation events, the answer lease and "
-            "rate limits in memory, for one instance only. Unset VERNIS_REDIS_URL and run one instance."
-        )
     config = load_config(settings.config)
     catalog = catalog if catalog is not None else build_catalog(settings, config)
     verifier = verifier_from(settings)
@@ -177,17 +172,40 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
-        engine = create_engine(settings.database_url)
+        engine = create_engine(
+            settings.database_url,
+            pool_size=settings.database_pool_size,
+            statement_timeout=settings.database_statement_timeout,
+        )
         transactions = transactions_for(engine)
         store = ConversationStore(engine, transactions=transactions)
         await catalog.start(engine, options)
-        recovered = await store.recover_interrupted()
+        chat_model = model or _model_from(settings)
+        member_limiter: RateLimiter
+        socket_cap: SocketCap
+        redis = None
+        if settings.redis_url:
+            # Several instances (SPEC §10): events, leases and limits shared through Redis.
+            redis = redis_client(settings.redis_url)
+            prefix = settings.redis_prefix
+            redis_hub = RedisHub(redis, encode, prefix=prefix)
+            event_hub = hub or redis_hub
+            member_limiter = RedisRateLimiter(redis, settings.member_rate_limit, prefix=prefix)
+            socket_cap = RedisSocketCap(
+                redis, settings.max_sockets_per_member, prefix=prefix, ttl=3 * settings.auth_check_interval
+            )
+        else:
+            event_hub = hub or MemoryHub(encode)
+            member_limiter = MemberRateLimiter(settings.member_rate_limit)
+            socket_cap = MemorySocketCap(settings.max_sockets_per_member)
+        recovered = await _recover(store, event_hub, shared=redis is not None)
         if recovered:
             logger.warning("%d answers were interrupted by the last shutdown; marked failed", recovered)
-        chat_model = model or _model_from(settings)
-        event_hub = hub or MemoryHub(encode)
         hub_upkeep = asyncio.create_task(event_hub.run(), name="hub upkeep")
         answers = AnswerService(store=store, hub=event_hub, model=chat_model)
+        event_hub.on_stop(answers.stop)
+        if isinstance(event_hub, RedisHub):
+            event_hub.on_orphan(answers.end_orphan)
         titles = TitleService(
             model=chat_model, model_name=settings.title_model_name, store=store, hub=event_hub
         )
@@ -209,9 +227,12 @@ def create_app(
             catalog=catalog,
             identity=IdentityService(verifier, engine, catalog.roles),
             approvals=ApprovalService(engine, settings.approval_ttl),
-            member_limiter=MemberRateLimiter(settings.member_rate_limit),
+            member_limiter=member_limiter,
+            socket_cap=socket_cap,
             pages=PageContextResolver(catalog.pages, catalog.resolvers, catalog.registry.resources),
+            guards=GuardService(GuardPolicy(config.guards), engine),
             scripted=scripted,
+            shared=redis is not None,
         )
         logger.info(
             "vernis started",
@@ -224,7 +245,8 @@ def create_app(
         )
         sockets = Sockets()
         watch = asyncio.create_task(
-            sockets.watch(services.identity, settings.auth_check_interval), name="socket members watch"
+            sockets.watch(services.identity, settings.auth_check_interval, socket_cap),
+            name="socket members watch",
         )
         try:
             yield {"services": services, "sockets": sockets}
@@ -233,9 +255,12 @@ def create_app(
             services.draining = True
             await answers.shutdown(settings.shutdown_grace)
             await titles.aclose()
+            await event_hub.aclose()
             hub_upkeep.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await hub_upkeep
+            if redis is not None:
+                await redis.aclose()
             if model is None:
                 await chat_model.aclose()
             await catalog.stop()
@@ -272,6 +297,19 @@ class SocketFirst:
             await assistant_socket(WebSocket(scope, receive, send))
             return
         await self.app(scope, receive, send)
+
+
+async def _recover(store: ConversationStore, hub: EventHub, *, shared: bool) -> int:
+    """Answers left `streaming` by a process that died: alone, every one of them; with several
+    instances, only those whose conversation no live instance holds (no lease)."""
+    if not shared:
+        return await store.recover_interrupted()
+    orphans = [
+        message_id
+        for message_id, conversation_id in await store.streaming_answers()
+        if await hub.holder(conversation_id) is None
+    ]
+    return await store.fail_answers(orphans)
 
 
 def _model_from(settings: Settings) -> ChatModel:

@@ -7,7 +7,9 @@
     │   ├── RateLimited             over a rate limit                         (rate_limited)
     │   ├── ResponseInProgress      an answer already streams here            (response_in_progress)
     │   ├── NotFound                no such conversation for this member      (not_found)
-    │   └── Forbidden               the member may not do this                (forbidden)
+    │   ├── Unavailable             the database or Redis is down; try again  (unavailable)
+    │   ├── Forbidden               the member may not do this                (forbidden)
+    │   └── MessageBlocked          a guard stopped the message (vernis.guards) (message_blocked)
     ├── AuthError                   the handshake is refused (HTTP 403), or the socket closed (4401)
     └── LLMError                    the operator must react: the model endpoint misbehaves
         ├── LLMNotConfigured        no model endpoint reachable at all        (llm_not_configured)
@@ -35,10 +37,12 @@ __all__ = [
     "LLMStalled",
     "LLMTruncated",
     "LLMUnavailable",
+    "MessageBlocked",
     "MessageTooLong",
     "NotFound",
     "RateLimited",
     "ResponseInProgress",
+    "Unavailable",
     "VernisError",
 ]
 
@@ -89,9 +93,24 @@ class NotFound(ClientError):
     default_message = "No such conversation."
 
 
+class Unavailable(ClientError):
+    """A shared service (the database, Redis) cannot be reached: nothing was done; the client may
+    try again, and service returns by itself when the dependency is back."""
+
+    code = "unavailable"
+    default_message = "The assistant is briefly unavailable; nothing was lost. Try again in a moment."
+
+
 class Forbidden(ClientError):
     code = "forbidden"
     default_message = "You are not allowed to do that."
+
+
+class MessageBlocked(ClientError):
+    """A guard stopped a user message: nothing was stored or sent; the message says why."""
+
+    code = "message_blocked"
+    default_message = "Your message was not sent: it contains data the assistant may not receive."
 
 
 class AuthError(VernisError):

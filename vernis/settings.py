@@ -50,6 +50,11 @@ class Settings(BaseSettings):
 
     database_url: str = "sqlite+aiosqlite:///./vernis.db"
     redis_url: str | None = None
+    # Prefix of every Redis key and channel: several deployments (or tests) can share one Redis.
+    redis_prefix: str = "vernis:"
+    # PostgreSQL: connections per process (as many again in overflow), and the longest a statement runs.
+    database_pool_size: int = Field(10, ge=1)
+    database_statement_timeout: float = Field(30.0, gt=0)
     jwt_secret: str | None = Field(default=None, repr=False)
     # PEM text of the host's public key (RS256, ES256 or EdDSA), or the path of a PEM file.
     jwt_public_key: str | None = Field(default=None, repr=False)

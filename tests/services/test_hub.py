@@ -39,7 +39,13 @@ class Clock:
 DELTA = events.TextDelta("x")
 
 
-def test_publish_numbers_encodes_once_and_fans_out() -> None:
+async def published(hub: MemoryHub, conversation: uuid.UUID, event: events.Event) -> int:
+    """Publish and return the seq the event got."""
+    hub.publish(conversation, event)
+    return await hub.last_seq(conversation)
+
+
+async def test_publish_numbers_encodes_once_and_fans_out() -> None:
     """Each published event gets the next seq, is encoded by the injected encoder, and reaches every subscriber of that conversation only."""
     hub = hub_at(5.0)
     a, b, other = Sink(), Sink(), Sink()
@@ -47,22 +53,22 @@ def test_publish_numbers_encodes_once_and_fans_out() -> None:
     hub.subscribe(conversation, a)
     hub.subscribe(conversation, b)
     hub.subscribe(elsewhere, other)
-    first = hub.publish(conversation, DELTA)
-    second = hub.publish(conversation, events.TitleUpdated(conversation, "Hi"))
-    assert first.seq == 5_000_001
-    assert second.seq == first.seq + 1
-    assert a.frames == b.frames == [f"TextDelta:{first.seq}", f"TitleUpdated:{second.seq}"]
+    first = await published(hub, conversation, DELTA)
+    second = await published(hub, conversation, events.TitleUpdated(conversation, "Hi"))
+    assert first == 5_000_001
+    assert second == first + 1
+    assert a.frames == b.frames == [f"TextDelta:{first}", f"TitleUpdated:{second}"]
     assert other.frames == []
 
 
-def test_seq_keeps_growing_after_a_restart() -> None:
+async def test_seq_keeps_growing_after_a_restart() -> None:
     """A new hub (a restarted process) numbers above anything an earlier one handed out."""
     conversation = uuid.uuid4()
     before = hub_at(100.0)
     for _ in range(1000):
-        last = before.publish(conversation, DELTA)
+        last = await published(before, conversation, DELTA)
     after = hub_at(101.0)
-    assert after.publish(conversation, DELTA).seq > last.seq
+    assert await published(after, conversation, DELTA) > last
 
 
 async def test_lease_is_exclusive_and_released_by_its_owner_only() -> None:
@@ -92,7 +98,7 @@ async def test_events_since_replays_exactly_what_followed() -> None:
     """events_since gives every event after the seq, in order, with the event itself; [] when nothing followed."""
     hub = hub_at(1.0)
     conversation = uuid.uuid4()
-    seqs = [hub.publish(conversation, events.TextDelta(str(n))).seq for n in range(5)]
+    seqs = [await published(hub, conversation, events.TextDelta(str(n))) for n in range(5)]
     replayed = await hub.events_since(conversation, seqs[1])
     assert replayed is not None
     assert [e.seq for e in replayed] == seqs[2:]
@@ -109,9 +115,9 @@ async def test_events_since_refuses_gaps_it_cannot_fill() -> None:
     monotonic = Clock()
     hub = MemoryHub(label, clock=lambda: 1.0, monotonic=monotonic, replay_seconds=120)
     conversation = uuid.uuid4()
-    first = hub.publish(conversation, DELTA).seq
+    first = await published(hub, conversation, DELTA)
     monotonic.now += 60
-    second = hub.publish(conversation, DELTA).seq
+    second = await published(hub, conversation, DELTA)
     assert await hub.events_since(conversation, first - 1) is not None
     monotonic.now += 61
     assert await hub.events_since(conversation, first - 1) is None
@@ -122,15 +128,15 @@ async def test_events_since_refuses_gaps_it_cannot_fill() -> None:
     assert await hub.events_since(conversation, second + 10) is None
 
 
-def test_in_flight_follows_start_and_end() -> None:
+async def test_in_flight_follows_start_and_end() -> None:
     """An AnswerStarted marks its answer in flight until its AnswerEnded."""
     hub = hub_at()
     conversation, message = uuid.uuid4(), uuid.uuid4()
-    start = hub.publish(conversation, events.AnswerStarted(conversation, message))
+    start = await published(hub, conversation, events.AnswerStarted(conversation, message))
     hub.publish(conversation, events.TextDelta("hi"))
-    assert hub.in_flight(conversation) == (message, start.seq)
+    assert await hub.in_flight(conversation) == (message, start)
     hub.publish(conversation, events.AnswerEnded(conversation, message, stopped=False))
-    assert hub.in_flight(conversation) is None
+    assert await hub.in_flight(conversation) is None
 
 
 def _finished_answer(hub: MemoryHub, conversation: uuid.UUID) -> None:
@@ -159,7 +165,7 @@ async def test_finished_conversations_are_forgotten_by_the_scheduled_sweep() -> 
         _finished_answer(hub, leased)
         assert await hub.try_acquire(leased, "answer")
         grown = tracemalloc.get_traced_memory()[0] - baseline
-        kept = hub.last_seq(shown), hub.last_seq(leased)
+        kept = await hub.last_seq(shown), await hub.last_seq(leased)
         one_of_them = finished[0]
         del finished
         monotonic.now += 121
@@ -177,5 +183,5 @@ async def test_finished_conversations_are_forgotten_by_the_scheduled_sweep() -> 
     # hub's dicts at the size they grew to: under 1 % of what the finished answers held.
     assert left < grown / 100, (grown, left)
     # Forgotten: a finished conversation numbers from the clock again; the two in use kept theirs.
-    assert hub.last_seq(one_of_them) == 7_000_000
-    assert (hub.last_seq(shown), hub.last_seq(leased)) == kept
+    assert await hub.last_seq(one_of_them) == 7_000_000
+    assert (await hub.last_seq(shown), await hub.last_seq(leased)) == kept

@@ -43,17 +43,20 @@ _SQLITE_PRAGMAS = (
 )
 
 
-def create_engine(database_url: str) -> AsyncEngine:
+def create_engine(database_url: str, *, pool_size: int = 10, statement_timeout: float = 30.0) -> AsyncEngine:
     """Create the engine for `database_url` (SQLite via aiosqlite, or PostgreSQL via asyncpg).
 
-    Raises `ValueError` for any other backend or driver, naming the URL forms that work.
+    PostgreSQL gets a pool of `pool_size` connections (as many again in overflow) and a server-side
+    `statement_timeout` (seconds): a statement stuck behind a lock fails instead of holding a
+    connection forever. Raises `ValueError` for any other backend or driver, naming the URL forms
+    that work.
     """
     url = make_url(database_url)
     backend = url.get_backend_name()
     if backend == "sqlite":
         return _sqlite_engine(_with_driver(url, "aiosqlite"))
     if backend == "postgresql":
-        return _postgres_engine(_with_driver(url, "asyncpg"))
+        return _postgres_engine(_with_driver(url, "asyncpg"), pool_size, statement_timeout)
     raise ValueError(
         f"unsupported database {backend!r}: use sqlite+aiosqlite:///FILE or postgresql+asyncpg://..."
     )
@@ -98,11 +101,12 @@ def set_sqlite_pragmas(dbapi_connection: Any, _connection_record: Any) -> None:
         cursor.close()
 
 
-def _postgres_engine(url: URL) -> AsyncEngine:
+def _postgres_engine(url: URL, pool_size: int, statement_timeout: float) -> AsyncEngine:
     return _create_async_engine(
         url,
-        pool_size=10,
-        max_overflow=10,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        connect_args={"server_settings": {"statement_timeout": str(int(statement_timeout * 1000))}},
         pool_timeout=30,
         pool_pre_ping=True,
         # Recycled before typical idle cut-offs of proxies and managed databases.

@@ -127,6 +127,22 @@ class AnswerService:
         answer.task.cancel()
         return True
 
+    async def end_orphan(self, conversation_id: UUID, message_id: UUID) -> None:
+        """An answer whose instance died mid-answer (SPEC §10): its stored partial text is kept and
+        marked failed, and every socket that shows the conversation sees it end."""
+        await self._store.fail_answers([message_id])
+        self._hub.publish(
+            conversation_id,
+            events.ErrorOccurred(
+                code="llm_unavailable",
+                message="The answer was interrupted: the server writing it stopped. Send your message again.",
+            ),
+        )
+        self._hub.publish(
+            conversation_id,
+            events.AnswerEnded(conversation_id=conversation_id, message_id=message_id, stopped=False),
+        )
+
     async def shutdown(self, grace: float) -> None:
         """Let answers finish for `grace` seconds, then stop the rest (their partial text is stored)."""
         tasks = [a.task for a in self._running.values() if a.task is not None]

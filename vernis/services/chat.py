@@ -14,7 +14,7 @@ from uuid import uuid4
 from vernis.context.page import PageRequest
 from vernis.context.window import ConversationWindow, WindowEntry
 from vernis.db.models import MessageRole, MessageStatus
-from vernis.exceptions import NotFound, RateLimited, ResponseInProgress
+from vernis.exceptions import MessageBlocked, NotFound, RateLimited, ResponseInProgress
 from vernis.services import events
 from vernis.services.answers import AnswerSpec
 from vernis.services.assistant import LoopSettings
@@ -56,6 +56,14 @@ async def send_user_message(
         raise RateLimited(retry_after)
     session.rate.hit()
 
+    # The guards (vernis.guards), before anything is stored or sent: a blocked message goes nowhere
+    # (and so never into a later context window); a redacted one goes on redacted, to the store too.
+    shown = session.conversation
+    verdict = await services.guards.check_input(content, member, shown.id if shown is not None else None)
+    if verdict.blocked:
+        raise MessageBlocked(verdict.user_message())
+    content = verdict.text
+
     # 2. One answer at a time per conversation.
     conversation = session.conversation
     if conversation is not None and await hub.holder(conversation.id) is not None:
@@ -64,7 +72,9 @@ async def send_user_message(
         # 3. Lazy creation: a pending conversation is stored now.
         conversation, window = await _create(session)
     else:
-        window = services.windows.get(conversation.id) or services.windows.build(
+        # With several instances another one may have added to the conversation: read it anew.
+        cached = None if services.shared else services.windows.get(conversation.id)
+        window = cached or services.windows.build(
             conversation.id, await store.messages(conversation.id, last=settings.window_messages)
         )
 
@@ -128,7 +138,10 @@ async def send_user_message(
         )
         runner = None
         if session.toolset:
-            runner = ToolRunner(session.toolset, context, services.approvals)
+            runner = ToolRunner(session.toolset, context, services.approvals, guards=services.guards)
+        notice = verdict.model_notice()
+        if notice is not None:
+            system = f"{system}\n\n{notice}"
         messages = [{"role": "system", "content": system}, *window.to_messages()]
     except BaseException:
         # The answer will not run: its row must not stay `streaming`.

@@ -10,10 +10,11 @@ publishes its events once, and the hub delivers each frame to every subscriber. 
   conversation mid-answer can join it;
 - holds the one-answer-per-conversation lease.
 
-`EventHub` is the interface; `MemoryHub` keeps everything in this process. A Redis-backed hub for
-several server instances implements the same interface (SPEC §10): its subscribers learn of events
-through pub/sub, its replay window is a stream, its lease a key with an expiry. For that reason
-reading the replay window and the lease are coroutines, and a subscriber must expect a frame to be
+`EventHub` is the interface; `MemoryHub` keeps everything in this process. `RedisHub`
+(`vernis.services.redis_hub`) implements the same interface for several server instances (SPEC §10):
+a Redis stream per conversation is its replay window, pub/sub carries the live events, its lease is a
+key with an expiry. For that reason what reads shared state is a coroutine, `publish` returns nothing
+(a Redis hub numbers the event when it reaches Redis), and a subscriber must expect a frame to be
 delivered while it is still reading the replay (it holds such frames and drops those it already
 sent, by `seq`).
 
@@ -38,7 +39,16 @@ from uuid import UUID
 
 from vernis.services.events import AnswerEnded, AnswerStarted, Event, TextDelta
 
-__all__ = ["REPLAY_SECONDS", "Encoder", "EventHub", "HubEvent", "InFlight", "MemoryHub", "Sink"]
+__all__ = [
+    "REPLAY_SECONDS",
+    "Encoder",
+    "EventHub",
+    "HubEvent",
+    "InFlight",
+    "MemoryHub",
+    "Sink",
+    "StopHandler",
+]
 
 logger = logging.getLogger("vernis.hub")
 
@@ -55,11 +65,15 @@ Encoder = Callable[[Event, int], str]
 
 class HubEvent(NamedTuple):
     """One kept event. A tuple, not a frozen dataclass: one is made per streamed delta, and a tuple
-    is built in a third of the time."""
+    is built in a third of the time.
+
+    `event` is None for an event that reached this process from another instance and that nobody
+    here needs to inspect (only its frame is sent on); deltas, answer starts and ends always have it.
+    """
 
     seq: int
     frame: str
-    event: Event
+    event: Event | None
     at: float
 
 
@@ -75,23 +89,39 @@ class InFlight(NamedTuple):
     start_seq: int
 
 
+# Called with a conversation whose answer must stop (`request_stop`, from any instance).
+StopHandler = Callable[[UUID], object]
+
+
 class EventHub(Protocol):
     def subscribe(self, conversation_id: UUID, sink: Sink) -> None: ...
 
     def unsubscribe(self, conversation_id: UUID, sink: Sink) -> None: ...
 
-    def publish(self, conversation_id: UUID, event: Event) -> HubEvent:
-        """Number the event, encode it once, keep it for replay, deliver it to every subscriber.
+    def publish(self, conversation_id: UUID, event: Event) -> None:
+        """Number the event, encode it once, keep it for replay, deliver it to every subscriber
+        (on every instance). Never blocks.
 
         An `AnswerStarted` puts its answer in flight until the matching `AnswerEnded`.
         """
         ...
 
-    def last_seq(self, conversation_id: UUID) -> int:
-        """The `seq` of the newest event published in the conversation (a floor if none yet)."""
+    async def last_seq(self, conversation_id: UUID) -> int:
+        """The `seq` of the newest event published in the conversation (a floor if none yet).
+
+        Called by a subscriber before it reads the replay: once it returns, every event with a
+        higher seq reaches the subscriber live."""
         ...
 
-    def in_flight(self, conversation_id: UUID) -> InFlight | None: ...
+    async def in_flight(self, conversation_id: UUID) -> InFlight | None: ...
+
+    def on_stop(self, handler: StopHandler) -> None:
+        """`handler(conversation_id)` is called when any instance asks to stop that answer."""
+        ...
+
+    async def request_stop(self, conversation_id: UUID) -> None:
+        """Ask whichever instance runs the conversation's answer to stop it."""
+        ...
 
     async def events_since(self, conversation_id: UUID, after_seq: int) -> list[HubEvent] | None:
         """Every kept event with a seq above `after_seq`, in order; None when some of them are no
@@ -105,6 +135,10 @@ class EventHub(Protocol):
     async def release(self, conversation_id: UUID, owner: str) -> None: ...
 
     async def holder(self, conversation_id: UUID) -> str | None: ...
+
+    async def aclose(self) -> None:
+        """Deliver what is still queued and let go of connections (at shutdown)."""
+        ...
 
     async def run(self) -> None:
         """Background upkeep for as long as the app runs (cancelled at shutdown)."""
@@ -134,6 +168,7 @@ class MemoryHub:
         self._monotonic = monotonic
         self._replay_seconds = replay_seconds
         self._replay_max = replay_max_events
+        self._stop_handlers: list[StopHandler] = []
 
     # --- subscriptions ---------------------------------------------------------------------------
 
@@ -155,8 +190,8 @@ class MemoryHub:
 
     # --- events ----------------------------------------------------------------------------------
 
-    def publish(self, conversation_id: UUID, event: Event) -> HubEvent:
-        seq = self.last_seq(conversation_id) + 1
+    def publish(self, conversation_id: UUID, event: Event) -> None:
+        seq = self._last(conversation_id) + 1
         self._seq[conversation_id] = seq
         frame = self._encode(event, seq)
         now = self._monotonic()
@@ -178,9 +213,11 @@ class MemoryHub:
         if sinks:
             for sink in tuple(sinks):
                 sink.deliver(published)
-        return published
 
-    def last_seq(self, conversation_id: UUID) -> int:
+    async def last_seq(self, conversation_id: UUID) -> int:
+        return self._last(conversation_id)
+
+    def _last(self, conversation_id: UUID) -> int:
         seq = self._seq.get(conversation_id)
         if seq is None:
             # The counter starts from the clock (microseconds), so that it keeps growing across
@@ -189,8 +226,18 @@ class MemoryHub:
             seq = self._seq[conversation_id] = int(self._clock() * 1_000_000)
         return seq
 
-    def in_flight(self, conversation_id: UUID) -> InFlight | None:
+    async def in_flight(self, conversation_id: UUID) -> InFlight | None:
         return self._in_flight.get(conversation_id)
+
+    def on_stop(self, handler: StopHandler) -> None:
+        self._stop_handlers.append(handler)
+
+    async def request_stop(self, conversation_id: UUID) -> None:
+        for handler in self._stop_handlers:
+            handler(conversation_id)
+
+    async def aclose(self) -> None:
+        return None
 
     async def events_since(self, conversation_id: UUID, after_seq: int) -> list[HubEvent] | None:
         last = self._seq.get(conversation_id)

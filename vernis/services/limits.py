@@ -11,12 +11,13 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
+from typing import Protocol
 
 from cachetools import TTLCache
 
 from vernis.settings import RateLimit
 
-__all__ = ["MemberRateLimiter", "SlidingWindow"]
+__all__ = ["MemberRateLimiter", "MemorySocketCap", "RateLimiter", "SlidingWindow", "SocketCap"]
 
 
 class SlidingWindow:
@@ -73,3 +74,43 @@ class MemberRateLimiter:
         # Re-inserting refreshes the key's time to live.
         self._windows[key] = window
         return retry_after
+
+
+class RateLimiter(Protocol):
+    """A per-key limit shared by whatever shares it: this process (`MemberRateLimiter`) or every
+    instance (`vernis.services.redis_hub.RedisRateLimiter`)."""
+
+    async def hit(self, key: Hashable) -> int | None: ...
+
+
+class SocketCap(Protocol):
+    """At most `cap` sockets per member: on this instance, or across instances (Redis)."""
+
+    async def acquire(self, member_id: Hashable, socket_id: str) -> bool: ...
+
+    async def release(self, member_id: Hashable, socket_id: str) -> None: ...
+
+    async def refresh(self, sockets: list[tuple[Hashable, str]]) -> None: ...
+
+
+class MemorySocketCap:
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self._sockets: dict[Hashable, set[str]] = {}
+
+    async def acquire(self, member_id: Hashable, socket_id: str) -> bool:
+        sockets = self._sockets.setdefault(member_id, set())
+        if len(sockets) >= self.cap:
+            return False
+        sockets.add(socket_id)
+        return True
+
+    async def release(self, member_id: Hashable, socket_id: str) -> None:
+        sockets = self._sockets.get(member_id)
+        if sockets is not None:
+            sockets.discard(socket_id)
+            if not sockets:
+                del self._sockets[member_id]
+
+    async def refresh(self, sockets: list[tuple[Hashable, str]]) -> None:
+        return None

@@ -31,14 +31,14 @@ if TYPE_CHECKING:
 __all__ = ["load_conversation", "resume_events"]
 
 
-def resume_events(published: list[HubEvent], upto: int) -> list[tuple[events.Event, int, str | None]]:
+def resume_events(published: list[HubEvent], upto: int) -> list[tuple[events.Event | None, int, str | None]]:
     """An answer's events so far, for a socket joining it: runs of text merged, start marked resumed.
 
     `published` starts with the answer's `AnswerStarted`; events after `upto` are left out (the
     joining socket receives them live). Each item is (event, seq, its frame when it can be sent
     as published, else None: it must be encoded anew).
     """
-    out: list[tuple[events.Event, int, str | None]] = []
+    out: list[tuple[events.Event | None, int, str | None]] = []
     run: list[str] = []
     run_seq = 0
     for item in published:
@@ -72,7 +72,7 @@ async def load_conversation(
     hub = services.hub
     outbox = session.outbox
     session.show(conversation, hold=True)
-    upto = hub.last_seq(conversation.id)
+    upto = await hub.last_seq(conversation.id)
     try:
         # Read again now that live events are held: a title stored just before the subscription
         # is in this row, one stored after it arrives as a held `title_updated`.
@@ -92,7 +92,7 @@ async def load_conversation(
                         outbox.put(event.frame)
                 return
 
-        in_flight = hub.in_flight(conversation.id)
+        in_flight = await hub.in_flight(conversation.id)
         messages = await services.store.messages(conversation.id)
         answer_events = None
         hidden: set[UUID] = session.held_answer_ids()
@@ -120,7 +120,7 @@ async def load_conversation(
             for resumed, seq, frame in resume_events(answer_events, upto):
                 if frame is not None:
                     outbox.put(frame)
-                else:
+                elif resumed is not None:
                     outbox.send(resumed, seq)
         else:
             outbox.send(events.HistoryEnd(conversation_id=conversation.id), upto)

@@ -76,9 +76,12 @@ _message = table_of(Message)
 
 # One statement for every answer update (built once: no statement construction per flush). Token
 # counts left NULL in the parameters keep what is stored.
+# Only a row still `streaming` is written: an answer whose lease was taken over (its instance was
+# cut off, another one stored it as failed) can no longer change it. This is the lease's fence.
 _UPDATE_ANSWER = (
     sa.update(_message)
     .where(_message.c.id == sa.bindparam("answer_id"))
+    .where(_message.c.status == MessageStatus.STREAMING.value)
     .values(
         content=sa.bindparam("content"),
         tool_calls_json=sa.bindparam("tool_calls_json", type_=_message.c.tool_calls_json.type),
@@ -707,6 +710,32 @@ class ConversationStore:
             return result.rowcount == 1
 
         return await self._transactions.run(_tx)
+
+    async def streaming_answers(self) -> list[tuple[UUID, UUID]]:
+        """(message id, conversation id) of every answer stored as still streaming."""
+        statement = sa.select(_message.c.id, _message.c.conversation_id).where(
+            _message.c.status == MessageStatus.STREAMING.value
+        )
+        async with self._engine.connect() as connection:
+            rows = (await connection.execute(statement)).all()
+        return [(row[0], row[1]) for row in rows]
+
+    async def fail_answers(self, message_ids: Sequence[UUID]) -> int:
+        """Mark these answers `failed` if they are still `streaming`, keeping their text; how many."""
+        if not message_ids:
+            return 0
+        statement = (
+            sa.update(_message)
+            .where(_message.c.id.in_(list(message_ids)))
+            .where(_message.c.status == MessageStatus.STREAMING.value)
+            .values(status=MessageStatus.FAILED.value, updated_at=utcnow())
+        )
+
+        def _tx(connection: Connection) -> Any:
+            return connection.execute(statement).rowcount
+
+        result: int = await self._transactions.run(_tx)
+        return result
 
     async def recover_interrupted(self, *, stale_after: timedelta | None = None) -> int:
         """Mark every message still `streaming` as `failed`, keeping its content; returns how many.

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vernis.context.page import PageContextResolver
 from vernis.context.window import WindowCache
+from vernis.guards import GuardService
 from vernis.identity.service import IdentityService
 from vernis.services.answers import AnswerService
 from vernis.services.hub import EventHub
-from vernis.services.limits import MemberRateLimiter
+from vernis.services.limits import RateLimiter, SocketCap
 from vernis.services.llm import ChatModel
 from vernis.services.persistence import ConversationStore
 from vernis.services.titles import TitleService
@@ -35,7 +36,12 @@ class Services:
     catalog: Catalog
     identity: IdentityService
     approvals: ApprovalService
-    member_limiter: MemberRateLimiter
+    member_limiter: RateLimiter
+    socket_cap: SocketCap
     pages: PageContextResolver
     scripted: bool = False
+    # Several instances share the conversations (Redis): nothing conversation-wide is cached here.
+    shared: bool = False
     draining: bool = False
+    # Personal data and prompt injection (vernis.guards); the defaults unless the app sets it.
+    guards: GuardService = field(default_factory=GuardService)

@@ -114,9 +114,10 @@ class Session:
     def publish(self, conversation_id: UUID, event: events.Event) -> None:
         """Publish an event of a conversation to every socket showing it, this one included even when
         it shows another (it acted on the conversation from the picker)."""
-        published = self.services.hub.publish(conversation_id, event)
+        self.services.hub.publish(conversation_id, event)
         if self.conversation is None or self.conversation.id != conversation_id:
-            self.outbox.put(published.frame)
+            # Not subscribed to it: sent here directly (no seq: this socket does not resume it).
+            self.outbox.send(event)
 
     # --- use-cases ----------------------------------------------------------------------------
 
@@ -160,9 +161,10 @@ class Session:
     async def confirm(self, confirmation_id: UUID, approved: bool) -> None:
         await confirm_tool(self, confirmation_id, approved)
 
-    def stop(self) -> None:
-        if self.conversation is not None:
-            self.services.answers.stop(self.conversation.id)
+    async def stop(self) -> None:
+        """Stop the shown conversation's answer, here or on whichever instance runs it."""
+        if self.conversation is not None and not self.services.answers.stop(self.conversation.id):
+            await self.services.hub.request_stop(self.conversation.id)
 
     async def list(self, before: str | None) -> None:
         conversations, next_before = await self.services.store.list_conversations(

@@ -21,10 +21,11 @@ import time
 from collections import deque
 from typing import assert_never
 
+from sqlalchemy import exc as sa_exc
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from vernis.context.page import PageRequest
-from vernis.exceptions import AuthError, ClientError
+from vernis.exceptions import AuthError, ClientError, Unavailable
 from vernis.identity.members import Identity
 from vernis.services import events
 from vernis.services.limits import SlidingWindow
@@ -53,6 +54,8 @@ class Connection:
     def __init__(self, websocket: WebSocket, services: Services, identity: Identity) -> None:
         self.websocket = websocket
         self.services = services
+        # Its entry in the member's socket count (SocketCap).
+        self.socket_id = ""
         self.settings = services.settings
         self.state = ConnectionState.OPEN
         # The frames to send, and the writer's wake-up while it waits for one (a deque and a future:
@@ -202,6 +205,10 @@ class Connection:
                 self.close(CloseCode.AUTH_EXPIRED)
             except asyncio.CancelledError:
                 raise
+            except (sa_exc.OperationalError, sa_exc.InterfaceError, OSError) as exc:
+                # The database is out of reach (restarting, network): say so; the socket stays.
+                logger.warning("command failed, a dependency is unavailable: %r", exc)
+                self.send_error("unavailable", Unavailable.default_message)
             except Exception:
                 logger.exception("command failed")
                 self.send_error("internal", "Something went wrong on the server; nothing was changed.")
@@ -244,7 +251,7 @@ class Connection:
             case protocol.LoadConversation():
                 await session.load(command.conversation_id, command.after_seq)
             case protocol.Stop():
-                session.stop()
+                await session.stop()
             case protocol.ConfirmTool():
                 await session.confirm(command.confirmation_id, command.approved)
             case protocol.RenameConversation():

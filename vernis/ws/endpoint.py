@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from starlette.websockets import WebSocket
 
-from vernis.exceptions import AuthError
+from vernis.exceptions import AuthError, Unavailable
 from vernis.identity.members import Identity
 from vernis.identity.service import IdentityService
 from vernis.identity.transport import PROTOCOL, TOKEN_PROTOCOL_PREFIX, extract_token, origin_allowed
 from vernis.logs import member_context
+from vernis.services.limits import SocketCap
 from vernis.services.runtime import Services
 from vernis.ws.connection import Connection
 
@@ -53,13 +54,21 @@ class Sockets:
     def count(self, member_id: UUID) -> int:
         return len(self.by_member.get(member_id, ()))
 
-    async def watch(self, identity: IdentityService, interval: float) -> None:
+    async def watch(self, identity: IdentityService, interval: float, cap: SocketCap | None = None) -> None:
         """Every `interval` seconds, ask once for every member with a socket here whether they may
-        still use the assistant, and close (4401) the sockets of those who may not."""
+        still use the assistant, and close (4401) the sockets of those who may not; keep this
+        instance's sockets counted in the shared socket `cap`."""
         while True:
             await asyncio.sleep(interval)
             if not self.by_member:
                 continue
+            if cap is not None:
+                try:
+                    await cap.refresh(
+                        [(member_id, c.socket_id) for member_id, cs in self.by_member.items() for c in cs]
+                    )
+                except Exception:
+                    logger.exception("refreshing the socket count failed; next time")
             try:
                 revoked = await identity.revoked(list(self.by_member))
             except Exception:
@@ -76,10 +85,11 @@ async def assistant_socket(websocket: WebSocket) -> None:
     admitted = await _admit(websocket, services, registry)
     if admitted is None:
         return
-    identity, subprotocol = admitted
+    identity, subprotocol, socket_id = admitted
     member = identity.member
     sockets = registry.by_member.setdefault(member.id, set())
     connection = Connection(websocket, services, identity)
+    connection.socket_id = socket_id
     sockets.add(connection)
     try:
         with member_context(member.id):
@@ -91,11 +101,12 @@ async def assistant_socket(websocket: WebSocket) -> None:
         sockets.discard(connection)
         if not sockets:
             registry.by_member.pop(member.id, None)
+        await services.socket_cap.release(member.id, socket_id)
 
 
 async def _admit(
     websocket: WebSocket, services: Services, registry: Sockets
-) -> tuple[Identity, str | None] | None:
+) -> tuple[Identity, str | None, str] | None:
     """Every check of the handshake: the member and the subprotocol to select, or None (refused).
     Apart from the socket's task, so that what it reads is not kept as long as the socket lives."""
     settings = services.settings
@@ -120,10 +131,16 @@ async def _admit(
         await _refuse(websocket, exc.public_message)
         return None
     member = identity.member
-    if registry.count(member.id) >= settings.max_sockets_per_member:
-        await _refuse(websocket, f"member {member.id} has {registry.count(member.id)} sockets open")
+    socket_id = uuid4().hex
+    try:
+        admitted = await services.socket_cap.acquire(member.id, socket_id)
+    except Unavailable:
+        await _refuse(websocket, "the shared socket count is unavailable (Redis)")
+        return None
+    if not admitted:
+        await _refuse(websocket, f"member {member.id} has {settings.max_sockets_per_member} sockets open")
         return None
     # A browser that offered subprotocols fails the handshake unless one is selected.
     if PROTOCOL in subprotocols:
-        return identity, PROTOCOL
-    return identity, next((p for p in subprotocols if p.startswith(TOKEN_PROTOCOL_PREFIX)), None)
+        return identity, PROTOCOL, socket_id
+    return identity, next((p for p in subprotocols if p.startswith(TOKEN_PROTOCOL_PREFIX)), None), socket_id

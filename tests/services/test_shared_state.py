@@ -1,0 +1,316 @@
+"""The hub, the lease and the limits behave the same in memory and in Redis (SPEC §10).
+
+Each test gets two views of the shared state: in memory both are the one hub of the process; in
+Redis they are two hubs with their own connections, as two instances have. What one view
+publishes, leases or limits, the other sees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import pytest
+import redis.asyncio as aioredis
+
+from tests.fixtures.redis import OwnRedis
+from vernis.exceptions import Unavailable
+from vernis.services import events
+from vernis.services.hub import EventHub, HubEvent, MemoryHub
+from vernis.services.limits import MemberRateLimiter, MemorySocketCap, RateLimiter, SocketCap
+from vernis.services.redis_hub import RedisHub, RedisRateLimiter, RedisSocketCap, redis_client
+from vernis.settings import RateLimit
+from vernis.ws.encoder import encode
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.events: list[HubEvent] = []
+
+    def deliver(self, event: HubEvent) -> None:
+        self.events.append(event)
+
+
+async def eventually(check: Callable[[], Awaitable[bool] | bool], timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        result = check()
+        if not isinstance(result, bool):
+            result = await result
+        if result:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.01)
+
+
+async def settle(hub: EventHub) -> None:
+    """What was published is in the shared state (Redis batches its events)."""
+    if isinstance(hub, RedisHub):
+        await hub.flush()
+
+
+@dataclass
+class Views:
+    kind: str
+    one: EventHub
+    two: EventHub
+    limiter: Callable[[RateLimit], tuple[RateLimiter, RateLimiter]]
+    cap: Callable[[int], tuple[SocketCap, SocketCap]]
+    stopped: list[tuple[str, uuid.UUID]] = field(default_factory=list)
+
+
+async def _running(hub: RedisHub) -> asyncio.Task[None]:
+    task = asyncio.create_task(hub.run())
+    await asyncio.wait_for(hub.wait_listening(), 5)
+    return task
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def views(request: pytest.FixtureRequest, redis_url: str) -> AsyncIterator[Views]:
+    """Two views of one shared state: one in-memory hub twice, or two Redis hubs on one prefix."""
+    if request.param == "memory":
+        hub = MemoryHub(encode)
+
+        def memory_limiters(limit: RateLimit) -> tuple[RateLimiter, RateLimiter]:
+            limiter = MemberRateLimiter(limit)
+            return limiter, limiter
+
+        def memory_caps(cap: int) -> tuple[SocketCap, SocketCap]:
+            shared = MemorySocketCap(cap)
+            return shared, shared
+
+        views = Views("memory", hub, hub, memory_limiters, memory_caps)
+        hub.on_stop(lambda c: views.stopped.append(("one", c)))
+        yield views
+        return
+
+    prefix = f"vernis-test:{uuid.uuid4().hex[:12]}:"
+    clients = [redis_client(redis_url), redis_client(redis_url)]
+    one, two = (RedisHub(client, encode, prefix=prefix, lease_seconds=1.0) for client in clients)
+
+    def redis_limiters(limit: RateLimit) -> tuple[RateLimiter, RateLimiter]:
+        first, second = (RedisRateLimiter(client, limit, prefix=prefix) for client in clients)
+        return first, second
+
+    def redis_caps(cap: int) -> tuple[SocketCap, SocketCap]:
+        first, second = (RedisSocketCap(client, cap, prefix=prefix) for client in clients)
+        return first, second
+
+    views = Views("redis", one, two, redis_limiters, redis_caps)
+    one.on_stop(lambda c: views.stopped.append(("one", c)))
+    two.on_stop(lambda c: views.stopped.append(("two", c)))
+    tasks = [await _running(one), await _running(two)]
+    try:
+        yield views
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await one.aclose()
+        await two.aclose()
+        keys = [key async for key in clients[0].scan_iter(match=f"{prefix}*", count=1000)]
+        if keys:
+            await clients[0].delete(*keys)
+        for client in clients:
+            await client.aclose()
+
+
+def _answer(conversation: uuid.UUID, message: uuid.UUID, words: int) -> list[events.Event]:
+    return [
+        events.AnswerStarted(conversation, message),
+        *(events.TextDelta(f"w{n} ") for n in range(words)),
+        events.ToolCallStarted("call_1", "lookup", {"q": "x"}),
+        events.AnswerEnded(conversation, message, stopped=False),
+    ]
+
+
+def _frames(sink: Sink) -> list[dict[str, Any]]:
+    return [orjson.loads(e.frame) for e in sink.events]
+
+
+async def test_a_subscriber_on_the_other_view_gets_every_event_once_in_seq_order(views: Views) -> None:
+    """Events published on one view reach a subscriber of the other: all of them, in order, consecutive seqs, none twice, each frame carrying its own seq; another conversation's subscriber gets nothing."""
+    conversation, elsewhere, message = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    sink, other = Sink(), Sink()
+    views.two.subscribe(conversation, sink)
+    views.two.subscribe(elsewhere, other)
+    start = await views.two.last_seq(conversation)
+    await views.two.last_seq(elsewhere)
+    published = _answer(conversation, message, 300)
+    for event in published:
+        views.one.publish(conversation, event)
+        if isinstance(event, events.TextDelta) and event.content == "w150 ":
+            await asyncio.sleep(0.02)  # a second batch
+    await settle(views.one)
+    await eventually(lambda: len(sink.events) >= len(published))
+    await asyncio.sleep(0.05)
+    assert [e.seq for e in sink.events] == list(range(start + 1, start + 1 + len(published)))
+    frames = _frames(sink)
+    assert [f["seq"] for f in frames] == [e.seq for e in sink.events]
+    assert "".join(f.get("content", "") for f in frames) == "".join(f"w{n} " for n in range(300))
+    assert [f["type"] for f in (frames[0], frames[-2], frames[-1])] == [
+        "assistant_start",
+        "tool_call_started",
+        "assistant_end",
+    ]
+    assert sink.events[1].event == events.TextDelta("w0 ")
+    assert other.events == []
+
+
+async def test_events_since_on_the_other_view_replays_exactly_what_followed(views: Views) -> None:
+    """A client resuming on the other view gets exactly the events after its seq, with their typed deltas; [] when nothing followed, None for a seq never handed out."""
+    conversation, message = uuid.uuid4(), uuid.uuid4()
+    before = await views.one.last_seq(conversation)
+    for event in _answer(conversation, message, 20):
+        views.one.publish(conversation, event)
+    await settle(views.one)
+    last = await views.two.last_seq(conversation)
+    assert last == before + 23
+    replayed = await views.two.events_since(conversation, before + 5)
+    assert replayed is not None
+    assert [e.seq for e in replayed] == list(range(before + 6, last + 1))
+    assert replayed[0].event == events.TextDelta("w4 ")
+    assert await views.two.events_since(conversation, last) == []
+    assert await views.two.events_since(conversation, last + 10) is None
+    assert await views.two.events_since(uuid.uuid4(), 5) is None
+
+
+async def test_the_answer_in_flight_is_seen_from_the_other_view(views: Views) -> None:
+    """An AnswerStarted on one view is the answer in flight on the other, until its AnswerEnded."""
+    conversation, message = uuid.uuid4(), uuid.uuid4()
+    views.one.publish(conversation, events.AnswerStarted(conversation, message))
+    await settle(views.one)
+    start = await views.one.last_seq(conversation)
+    assert await views.two.in_flight(conversation) == (message, start)
+    views.one.publish(conversation, events.AnswerEnded(conversation, message, stopped=False))
+    await settle(views.one)
+    assert await views.two.in_flight(conversation) is None
+
+
+async def test_one_lease_per_conversation_across_views(views: Views) -> None:
+    """The lease taken on one view is refused on the other, is not released by another owner, and is free once its owner releases it."""
+    conversation = uuid.uuid4()
+    assert await views.one.try_acquire(conversation, "first")
+    assert not await views.two.try_acquire(conversation, "second")
+    assert await views.two.holder(conversation) is not None
+    await views.two.release(conversation, "second")
+    assert not await views.two.try_acquire(conversation, "second")
+    await views.one.release(conversation, "first")
+    assert await views.two.holder(conversation) is None
+    assert await views.two.try_acquire(conversation, "second")
+    await views.two.release(conversation, "second")
+
+
+async def test_stop_asked_on_either_view_reaches_the_one_that_runs_the_answer(views: Views) -> None:
+    """request_stop on the other view calls the stop handler of the view that runs the answer."""
+    conversation = uuid.uuid4()
+    await views.two.request_stop(conversation)
+    await eventually(lambda: ("one", conversation) in views.stopped)
+
+
+async def test_the_member_rate_limit_holds_across_views(views: Views) -> None:
+    """Three messages a minute: two on one view and one on the other pass, the fourth is refused on either with a retry-after within the window."""
+    one, two = views.limiter(RateLimit(3, 60))
+    member = uuid.uuid4()
+    assert await one.hit(member) is None
+    assert await two.hit(member) is None
+    assert await one.hit(member) is None
+    retry = await two.hit(member)
+    assert retry is not None
+    assert 0 < retry <= 60_000
+    assert await one.hit(uuid.uuid4()) is None
+
+
+async def test_the_socket_cap_holds_across_views(views: Views) -> None:
+    """Two sockets per member: the third is refused on either view until one of the two closes."""
+    one, two = views.cap(2)
+    member = uuid.uuid4()
+    assert await one.acquire(member, "a")
+    assert await two.acquire(member, "b")
+    assert not await one.acquire(member, "c")
+    assert not await two.acquire(member, "c")
+    await one.release(member, "a")
+    assert await two.acquire(member, "c")
+
+
+async def test_an_answer_whose_instance_died_is_ended_by_another(redis_url: str) -> None:
+    """An instance that dies mid-answer (lease not renewed, not released): another instance's reaper takes over within the lease time, ends the answer once, and the conversation is free again."""
+    prefix = f"vernis-test:{uuid.uuid4().hex[:12]}:"
+    clients = [redis_client(redis_url), redis_client(redis_url)]
+    dying = RedisHub(clients[0], encode, prefix=prefix, lease_seconds=0.6, reap_seconds=0.1)
+    survivor = RedisHub(clients[1], encode, prefix=prefix, lease_seconds=0.6, reap_seconds=0.1)
+    ended: list[tuple[uuid.UUID, uuid.UUID]] = []
+
+    async def end(conversation_id: uuid.UUID, message_id: uuid.UUID) -> None:
+        ended.append((conversation_id, message_id))
+        survivor.publish(conversation_id, events.AnswerEnded(conversation_id, message_id, stopped=False))
+
+    survivor.on_orphan(end)
+    conversation, message = uuid.uuid4(), uuid.uuid4()
+    dying_task = await _running(dying)
+    survivor_task = await _running(survivor)
+    try:
+        assert await dying.try_acquire(conversation, "answer")
+        dying.publish(conversation, events.AnswerStarted(conversation, message))
+        dying.publish(conversation, events.TextDelta("half an ans"))
+        await dying.flush()
+        await asyncio.sleep(0.8)  # renewed meanwhile: still alive, nothing reaped
+        assert ended == []
+        dying_task.cancel()  # the instance dies: no renewal, no release
+        await asyncio.gather(dying_task, return_exceptions=True)
+        await eventually(lambda: ended == [(conversation, message)], timeout=5)
+
+        async def cleared() -> bool:
+            return await survivor.in_flight(conversation) is None
+
+        await eventually(cleared)
+        assert await survivor.try_acquire(conversation, "next answer")
+        await asyncio.sleep(0.3)
+        assert ended == [(conversation, message)], "reaped once"
+    finally:
+        survivor_task.cancel()
+        await asyncio.gather(survivor_task, return_exceptions=True)
+        keys = [key async for key in clients[0].scan_iter(match=f"{prefix}*", count=1000)]
+        if keys:
+            await clients[0].delete(*keys)
+        for client in clients:
+            await client.aclose()
+
+
+async def test_redis_down_refuses_new_leases_and_keeps_events_until_it_is_back(own_redis: OwnRedis) -> None:
+    """With Redis killed, taking a lease raises Unavailable and published events wait; once Redis is back (empty), the hub recovers by itself: leases work and events published meanwhile reach a subscriber."""
+    client = redis_client(own_redis.url)
+    hub = RedisHub(client, encode, prefix="p:", lease_seconds=1.0)
+    task = await _running(hub)
+    conversation = uuid.uuid4()
+    sink = Sink()
+    try:
+        hub.subscribe(conversation, sink)
+        await hub.last_seq(conversation)
+        hub.publish(conversation, events.TextDelta("before"))
+        await eventually(lambda: len(sink.events) == 1)
+        own_redis.kill()
+        with pytest.raises(Unavailable):
+            await hub.try_acquire(conversation, "owner")
+        hub.publish(conversation, events.TextDelta("during"))
+        await asyncio.sleep(0.3)
+        own_redis.start()
+        await eventually(
+            lambda: [e.event for e in sink.events][-1:] == [events.TextDelta("during")], timeout=10
+        )
+        assert await hub.try_acquire(conversation, "owner")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await hub.aclose()
+        await client.aclose()
+        if own_redis.process is None:
+            own_redis.start()
+        probe = aioredis.Redis.from_url(own_redis.url)
+        await probe.flushall()
+        await probe.aclose()

@@ -1,0 +1,719 @@
+"""The hub, the lease and the limits shared by several server instances, in Redis (SPEC §10).
+
+Keys, under the deployment's prefix `P` (`VERNIS_REDIS_PREFIX`), for a conversation `C`:
+
+- `P{c:C}:seq`: the conversation's last `seq` (it starts from Redis's clock in microseconds, so it
+  keeps growing when the key expires or Redis restarts, like the in-memory hub's);
+- `P{c:C}:ev`: a stream, the replay window: one entry per event (`s` seq, `k` kind, `f` frame),
+  trimmed by length and by age, expiring with the conversation's last event;
+- `P{c:C}:fl`: the answer in flight (`m` its message id, `s` the seq of its start);
+- `P{c:C}:lease`: the one-answer lease, `<instance>:<owner>`, with an expiry renewed while the
+  answer runs; `P:running`: the conversations with an answer in flight (what the reaper checks);
+- the channel `P{c:C}` carries the conversation's events live, `P:ctl` requests to stop an answer.
+
+Publishing stays off the per-delta critical path: `publish()` appends to a local batch and returns;
+every few milliseconds (`linger`) one pipeline sends every conversation's batch, each through one
+Lua script that numbers its events, appends them to the stream, updates the in-flight record and
+publishes them as one pub/sub message, atomically (so live delivery and the replay agree on the
+order). Every instance, the publisher included, delivers from pub/sub to its own subscribers: one
+path, one order. A subscriber's instance drops events it already delivered (by `seq`) and fetches a
+gap from the stream (a pub/sub message lost to a reconnect).
+
+Frames are encoded once, before their `seq` is known: each frame's encoding ends with `"seq":0}`,
+which the script replaces with the seq it assigns.
+
+An instance that dies mid-answer stops renewing its lease; within `REAP_SECONDS` plus the lease's
+time to live another instance takes the lease, marks the stored partial answer failed and publishes
+`error` + `assistant_end` (`on_orphan`).
+
+Redis out of reach: taking a lease raises `Unavailable` (a new message gets `error unavailable`),
+queued events are kept (bounded) and sent when Redis is back; the background loops retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any, cast
+from uuid import UUID
+
+import orjson
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from vernis.exceptions import Unavailable
+from vernis.services import events
+from vernis.services.hub import (
+    REPLAY_MAX_EVENTS,
+    REPLAY_SECONDS,
+    Encoder,
+    HubEvent,
+    InFlight,
+    Sink,
+    StopHandler,
+)
+from vernis.settings import RateLimit
+
+__all__ = [
+    "LEASE_SECONDS",
+    "OrphanHandler",
+    "RedisHub",
+    "RedisRateLimiter",
+    "RedisSocketCap",
+    "redis_client",
+]
+
+logger = logging.getLogger("vernis.hub.redis")
+
+# The answer lease's time to live; renewed every third of it while the answer runs.
+LEASE_SECONDS = 10.0
+# How often an instance looks for answers whose instance died (their lease lapsed).
+REAP_SECONDS = 5.0
+# How long a batch of published events waits for more before it is sent (at most ~20 ms: SPEC §10).
+LINGER_SECONDS = 0.005
+# Events kept while Redis is out of reach; beyond that the oldest are dropped (and logged).
+MAX_QUEUED_EVENTS = 100_000
+_SEQ_TAIL = ',"seq":0}'
+
+# (conversation id, message id of the orphaned answer) -> stores it failed and ends it for clients.
+OrphanHandler = Callable[[UUID, UUID], Awaitable[None]]
+
+_PUBLISH = """
+local n = (#ARGV - 4) / 4
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  local t = redis.call('TIME')
+  redis.call('SET', KEYS[1], string.format('%d', t[1] * 1000000 + t[2]))
+end
+local last = redis.call('INCRBY', KEYS[1], n)
+local first = last - n + 1
+local out = {}
+for i = 0, n - 1 do
+  local b = 5 + i * 4
+  local kind, extra, head = ARGV[b], ARGV[b + 1], ARGV[b + 2]
+  local seq = string.format('%d', first + i)
+  local frame = head
+  if ARGV[b + 3] == '1' then frame = head .. seq .. '}' end
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', 's', seq, 'k', kind, 'f', frame)
+  if kind == 's' then
+    redis.call('HSET', KEYS[3], 'm', extra, 's', seq)
+    redis.call('SADD', KEYS[4], ARGV[4])
+  elseif kind == 'e' then
+    redis.call('DEL', KEYS[3])
+    redis.call('SREM', KEYS[4], ARGV[4])
+  end
+  out[#out + 1] = seq .. '\\t' .. kind .. '\\t' .. frame
+end
+local t = redis.call('TIME')
+local horizon = t[1] * 1000 + math.floor(t[2] / 1000) - tonumber(ARGV[3])
+if horizon > 0 then redis.call('XTRIM', KEYS[2], 'MINID', '~', string.format('%d', horizon)) end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('PEXPIRE', KEYS[3], ARGV[3]) end
+redis.call('PUBLISH', ARGV[1], table.concat(out, '\\n'))
+return last
+"""
+
+_LAST_SEQ = """
+local seq = redis.call('GET', KEYS[1])
+if seq then return seq end
+local t = redis.call('TIME')
+seq = string.format('%d', t[1] * 1000000 + t[2])
+redis.call('SET', KEYS[1], seq, 'PX', ARGV[1])
+return seq
+"""
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+
+# A sliding window in a sorted set, on Redis's clock (instances' clocks may differ): the hit is
+# recorded only when allowed; otherwise the milliseconds until the oldest hit leaves the window.
+_RATE = """
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local window = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
+  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  return math.max(1, tonumber(oldest[2]) + window - now)
+end
+redis.call('ZADD', KEYS[1], now, ARGV[3])
+redis.call('PEXPIRE', KEYS[1], window)
+return -1
+"""
+
+# The sockets of a member on every instance: ids scored by when they lapse unless refreshed.
+_SOCKET_ACQUIRE = """
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+"""
+
+_SOCKET_REFRESH = """
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[1]), ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return 1
+"""
+
+
+def redis_client(url: str) -> aioredis.Redis:
+    """A client with bounded timeouts: a Redis that stops answering fails a call, never hangs it."""
+    return aioredis.Redis.from_url(
+        url,
+        decode_responses=True,
+        socket_connect_timeout=2.0,
+        socket_timeout=5.0,
+        health_check_interval=15,
+    )
+
+
+def _kind(event: events.Event) -> tuple[str, str]:
+    if type(event) is events.TextDelta:
+        return "d", ""
+    if isinstance(event, events.AnswerStarted):
+        return "s", str(event.message_id)
+    if isinstance(event, events.AnswerEnded):
+        return "e", ""
+    return "o", ""
+
+
+def _event(kind: str, frame: str) -> events.Event | None:
+    """The typed event a subscriber may need back from a relayed frame (deltas, starts, ends)."""
+    if kind == "o":
+        return None
+    data = orjson.loads(frame)
+    if kind == "d":
+        return events.TextDelta(data["content"])
+    if kind == "s":
+        return events.AnswerStarted(UUID(data["conversation_id"]), UUID(data["message_id"]))
+    return events.AnswerEnded(UUID(data["conversation_id"]), UUID(data["message_id"]), bool(data["stopped"]))
+
+
+class _Local:
+    """This instance's subscribers of one conversation and how far they were delivered."""
+
+    __slots__ = ("delivered", "ready", "sinks")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.sinks: list[Sink] = []
+        self.delivered: int | None = None
+        # Resolved once Redis confirms the subscription: from then on no event is missed.
+        self.ready: asyncio.Future[None] = loop.create_future()
+
+
+class RedisHub:
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        encode: Encoder,
+        *,
+        prefix: str = "vernis:",
+        replay_seconds: float = REPLAY_SECONDS,
+        replay_max_events: int = REPLAY_MAX_EVENTS,
+        lease_seconds: float = LEASE_SECONDS,
+        reap_seconds: float = REAP_SECONDS,
+        linger: float = LINGER_SECONDS,
+    ) -> None:
+        self._redis = client
+        self._encode = encode
+        self._prefix = prefix
+        self._replay_ms = str(int(replay_seconds * 1000))
+        self._replay_max = str(replay_max_events)
+        self._lease_ms = int(lease_seconds * 1000)
+        self._lease_seconds = lease_seconds
+        self._reap_seconds = reap_seconds
+        self._linger = linger
+        self.instance = f"{os.uname().nodename}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._publish_script = client.register_script(_PUBLISH)
+        self._last_seq_script = client.register_script(_LAST_SEQ)
+        self._release_script = client.register_script(_RELEASE)
+        self._renew_script = client.register_script(_RENEW)
+        # Events waiting for the next batch, per conversation: (kind, extra, frame head, has seq).
+        self._queued: dict[UUID, list[tuple[str, str, str, str]]] = {}
+        self._queued_count = 0
+        self._wake = asyncio.Event()
+        self._flushing: asyncio.Future[None] | None = None
+        self._local: dict[UUID, _Local] = {}
+        self._leases: dict[UUID, str] = {}
+        self._stop_handlers: list[StopHandler] = []
+        self._orphan_handlers: list[OrphanHandler] = []
+        self._pubsub = client.pubsub()
+        self._control = f"{prefix}ctl"
+        self._running_key = f"{prefix}running"
+        self._listening = asyncio.Event()
+
+    # --- keys ------------------------------------------------------------------------------------
+
+    def _key(self, conversation_id: UUID, suffix: str) -> str:
+        return f"{self._prefix}{{c:{conversation_id}}}:{suffix}"
+
+    def _channel(self, conversation_id: UUID) -> str:
+        return f"{self._prefix}{{c:{conversation_id}}}"
+
+    # --- subscriptions ---------------------------------------------------------------------------
+
+    def subscribe(self, conversation_id: UUID, sink: Sink) -> None:
+        local = self._local.get(conversation_id)
+        if local is None:
+            local = self._local[conversation_id] = _Local(asyncio.get_running_loop())
+            asyncio.get_running_loop().create_task(self._subscribe(conversation_id, local))
+        if sink not in local.sinks:
+            local.sinks.append(sink)
+
+    async def _subscribe(self, conversation_id: UUID, local: _Local) -> None:
+        try:
+            await self._pubsub.subscribe(self._channel(conversation_id))
+        except RedisError as exc:
+            # Re-subscribed by the listener when Redis is back (redis-py resubscribes on connect).
+            logger.warning("subscribing to a conversation failed: %r", exc)
+            if not local.ready.done():
+                local.ready.set_exception(Unavailable())
+                local.ready.exception()  # retrieved: nobody may be waiting
+
+    def unsubscribe(self, conversation_id: UUID, sink: Sink) -> None:
+        local = self._local.get(conversation_id)
+        if local is None:
+            return
+        with contextlib.suppress(ValueError):
+            local.sinks.remove(sink)
+        if not local.sinks:
+            del self._local[conversation_id]
+            asyncio.get_running_loop().create_task(self._unsubscribe(conversation_id))
+
+    async def _unsubscribe(self, conversation_id: UUID) -> None:
+        if conversation_id in self._local:  # subscribed again meanwhile
+            return
+        try:
+            await self._pubsub.unsubscribe(self._channel(conversation_id))
+        except RedisError as exc:
+            logger.warning("unsubscribing from a conversation failed: %r", exc)
+
+    # --- publishing ------------------------------------------------------------------------------
+
+    def publish(self, conversation_id: UUID, event: events.Event) -> None:
+        frame = self._encode(event, 0)
+        if frame.endswith(_SEQ_TAIL):
+            head, has_seq = frame[:-2], "1"
+        else:
+            head, has_seq = frame, "0"
+        kind, extra = _kind(event)
+        batch = self._queued.get(conversation_id)
+        if batch is None:
+            batch = self._queued[conversation_id] = []
+        batch.append((kind, extra, head, has_seq))
+        self._queued_count += 1
+        if not self._wake.is_set():
+            self._wake.set()
+
+    async def flush(self) -> None:
+        """Send every queued event now (and wait for a batch already on its way)."""
+        while self._flushing is not None:
+            await asyncio.shield(self._flushing)
+        if not self._queued:
+            return
+        batches, self._queued = self._queued, {}
+        count, self._queued_count = self._queued_count, 0
+        self._flushing = asyncio.get_running_loop().create_future()
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for conversation_id, batch in batches.items():
+                    args: list[str] = [
+                        self._channel(conversation_id),
+                        self._replay_max,
+                        self._replay_ms,
+                        str(conversation_id),
+                    ]
+                    for item in batch:
+                        args.extend(item)
+                    await self._publish_script(
+                        keys=[
+                            self._key(conversation_id, "seq"),
+                            self._key(conversation_id, "ev"),
+                            self._key(conversation_id, "fl"),
+                            self._running_key,
+                        ],
+                        args=args,
+                        client=pipe,
+                    )
+                await pipe.execute()
+        except BaseException:
+            # Kept for the next try, ahead of anything queued meanwhile; bounded.
+            for conversation_id, batch in self._queued.items():
+                batches.setdefault(conversation_id, []).extend(batch)
+            self._queued, self._queued_count = batches, count + self._queued_count
+            if self._queued_count > MAX_QUEUED_EVENTS:
+                logger.error("Redis unreachable: dropping %d queued events", self._queued_count)
+                self._queued, self._queued_count = {}, 0
+            raise
+        finally:
+            flushing, self._flushing = self._flushing, None
+            flushing.set_result(None)
+
+    async def _publisher(self) -> None:
+        while True:
+            await self._wake.wait()
+            await asyncio.sleep(self._linger)
+            self._wake.clear()
+            try:
+                await self.flush()
+            except (RedisError, OSError) as exc:
+                logger.warning("publishing to Redis failed (%r); retrying", exc)
+                await asyncio.sleep(0.5)
+                self._wake.set()
+            except Exception:  # a bug here must not end publishing for good
+                logger.exception("publishing to Redis failed")
+                await asyncio.sleep(0.5)
+                self._wake.set()
+
+    # --- live delivery ---------------------------------------------------------------------------
+
+    async def _listen(self) -> None:
+        """Deliver pub/sub messages to this instance's subscribers; reconnect when Redis drops, then
+        catch up on what each shown conversation missed meanwhile."""
+        reconnected = False
+        while True:
+            try:
+                await self._pubsub.subscribe(self._control)
+                for conversation_id in list(self._local):
+                    await self._pubsub.subscribe(self._channel(conversation_id))
+                if reconnected:
+                    for conversation_id, local in list(self._local.items()):
+                        if local.delivered is not None:
+                            await self._catch_up(conversation_id, local, None)
+                    reconnected = False
+                self._listening.set()
+                async for message in self._pubsub.listen():
+                    kind = message["type"]
+                    channel = message["channel"]
+                    if kind == "message":
+                        if channel == self._control:
+                            self._control_message(message["data"])
+                        else:
+                            await self._deliver(channel, message["data"])
+                    elif kind == "subscribe" and channel != self._control:
+                        self._subscribed(UUID(channel[channel.index("{c:") + 3 : -1]))
+            except asyncio.CancelledError:
+                raise
+            except (RedisError, OSError) as exc:
+                self._listening.clear()
+                reconnected = True
+                logger.warning("Redis pub/sub lost (%r); reconnecting", exc)
+                await asyncio.sleep(0.5)
+                with contextlib.suppress(RedisError, OSError):
+                    await self._pubsub.aclose()  # type: ignore[no-untyped-call]
+                self._pubsub = self._redis.pubsub()
+            except Exception:  # a bug here must not end live delivery for good
+                logger.exception("delivering Redis events failed; reconnecting")
+                self._listening.clear()
+                reconnected = True
+                await asyncio.sleep(0.5)
+                with contextlib.suppress(Exception):
+                    await self._pubsub.aclose()  # type: ignore[no-untyped-call]
+                self._pubsub = self._redis.pubsub()
+
+    def _subscribed(self, conversation_id: UUID) -> None:
+        local = self._local.get(conversation_id)
+        if local is None:
+            return
+        if local.ready.done():
+            if local.ready.exception() is not None:  # failed while Redis was away; now it is back
+                local.ready = asyncio.get_running_loop().create_future()
+                local.ready.set_result(None)
+        else:
+            local.ready.set_result(None)
+
+    def _control_message(self, data: str) -> None:
+        command, _, argument = data.partition("\t")
+        if command == "stop":
+            conversation_id = UUID(argument)
+            for handler in self._stop_handlers:
+                handler(conversation_id)
+
+    async def _deliver(self, channel: str, data: str) -> None:
+        conversation_id = UUID(channel[channel.index("{c:") + 3 : -1])
+        local = self._local.get(conversation_id)
+        if local is None:
+            return
+        now = time.monotonic()
+        items = []
+        for line in data.split("\n"):
+            seq_text, kind, frame = line.split("\t", 2)
+            items.append(HubEvent(int(seq_text), frame, _event(kind, frame), now))
+        if local.delivered is not None and items[0].seq > local.delivered + 1:
+            await self._catch_up(conversation_id, local, items[0].seq)
+        self._hand_out(local, items)
+
+    async def _catch_up(self, conversation_id: UUID, local: _Local, before: int | None) -> None:
+        """Deliver events missed between what was delivered and `before` (a lost message)."""
+        assert local.delivered is not None
+        missed = await self._range(conversation_id, local.delivered, partial=True)
+        if missed is not None:
+            self._hand_out(local, [e for e in missed if before is None or e.seq < before])
+
+    @staticmethod
+    def _hand_out(local: _Local, items: list[HubEvent]) -> None:
+        for item in items:
+            if local.delivered is not None and item.seq <= local.delivered:
+                continue
+            local.delivered = item.seq
+            for sink in tuple(local.sinks):
+                sink.deliver(item)
+
+    # --- reading shared state --------------------------------------------------------------------
+
+    async def last_seq(self, conversation_id: UUID) -> int:
+        local = self._local.get(conversation_id)
+        if local is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(local.ready), timeout=5.0)
+            except TimeoutError:
+                raise Unavailable() from None
+        seq = int(
+            await self._call(
+                self._last_seq_script(keys=[self._key(conversation_id, "seq")], args=[self._replay_ms])
+            )
+        )
+        if local is not None and local.delivered is None:
+            local.delivered = seq
+        return seq
+
+    async def in_flight(self, conversation_id: UUID) -> InFlight | None:
+        record = await self._call(self._redis.hgetall(self._key(conversation_id, "fl")))
+        if not record:
+            return None
+        return InFlight(UUID(record["m"]), int(record["s"]))
+
+    async def events_since(self, conversation_id: UUID, after_seq: int) -> list[HubEvent] | None:
+        found: list[HubEvent] | None = await self._call(self._range(conversation_id, after_seq))
+        return found
+
+    async def _range(
+        self, conversation_id: UUID, after_seq: int, *, partial: bool = False
+    ) -> list[HubEvent] | None:
+        """The kept events after `after_seq`, or None when the window does not reach back to it
+        (with `partial`, what it does reach: Redis lost its data, and that is all there is)."""
+        last = await self._redis.get(self._key(conversation_id, "seq"))
+        if last is None or (after_seq > int(last) and not partial):
+            return None
+        if after_seq == int(last):
+            return []
+        # Newest first, a page at a time, back to the first wanted seq.
+        key = self._key(conversation_id, "ev")
+        found: list[HubEvent] = []
+        upper = "+"
+        now = time.monotonic()
+        while True:
+            page = cast(
+                list[tuple[str, dict[str, str]]],
+                await self._redis.xrevrange(key, max=upper, min="-", count=500),
+            )
+            if not page:
+                # The window no longer reaches back that far.
+                return found[::-1] if partial else None
+            for _, fields in page:
+                seq = int(fields["s"])
+                if seq <= after_seq:
+                    found.reverse()
+                    return found if (partial or not found or found[0].seq == after_seq + 1) else None
+                found.append(HubEvent(seq, fields["f"], _event(fields["k"], fields["f"]), now))
+            last_id = page[-1][0]
+            millis, _, counter = last_id.partition("-")
+            if int(counter) > 0:
+                upper = f"{millis}-{int(counter) - 1}"
+            elif int(millis) > 0:
+                upper = f"{int(millis) - 1}-{2**63 - 1}"
+            else:
+                return found[::-1] if partial else None
+
+    # --- stop, from any instance -----------------------------------------------------------------
+
+    def on_stop(self, handler: StopHandler) -> None:
+        self._stop_handlers.append(handler)
+
+    def on_orphan(self, handler: OrphanHandler) -> None:
+        self._orphan_handlers.append(handler)
+
+    async def request_stop(self, conversation_id: UUID) -> None:
+        await self._call(self._redis.publish(self._control, f"stop\t{conversation_id}"))
+
+    # --- the answer lease ------------------------------------------------------------------------
+
+    async def try_acquire(self, conversation_id: UUID, owner: str) -> bool:
+        value = f"{self.instance}:{owner}"
+        taken = await self._call(
+            self._redis.set(self._key(conversation_id, "lease"), value, nx=True, px=self._lease_ms)
+        )
+        if taken:
+            self._leases[conversation_id] = value
+        return bool(taken)
+
+    async def release(self, conversation_id: UUID, owner: str) -> None:
+        value = f"{self.instance}:{owner}"
+        if self._leases.get(conversation_id) == value:
+            del self._leases[conversation_id]
+        # The answer's last events reach Redis before anyone may take the conversation over.
+        with contextlib.suppress(RedisError):
+            await self.flush()
+        try:
+            await self._release_script(keys=[self._key(conversation_id, "lease")], args=[value])
+        except RedisError as exc:
+            logger.warning("releasing a lease failed (%r); it lapses by itself", exc)
+
+    async def holder(self, conversation_id: UUID) -> str | None:
+        value: str | None = await self._call(self._redis.get(self._key(conversation_id, "lease")))
+        return value
+
+    async def _renew(self) -> None:
+        while True:
+            await asyncio.sleep(self._lease_seconds / 3)
+            for conversation_id, value in list(self._leases.items()):
+                try:
+                    kept = await self._renew_script(
+                        keys=[self._key(conversation_id, "lease")], args=[value, self._lease_ms]
+                    )
+                except RedisError as exc:
+                    logger.warning("renewing a lease failed (%r); retrying", exc)
+                    break
+                if not kept and self._leases.get(conversation_id) == value:
+                    # Taken over (this instance was out of reach too long): stop writing.
+                    logger.error("lost the answer lease of a conversation; stopping its answer")
+                    del self._leases[conversation_id]
+                    for handler in self._stop_handlers:
+                        handler(conversation_id)
+
+    async def _reap(self) -> None:
+        """End the answers of instances that died: their lease lapsed while still in flight."""
+        while True:
+            await asyncio.sleep(self._reap_seconds)
+            try:
+                await self.reap_once()
+            except (RedisError, OSError) as exc:
+                logger.warning("looking for interrupted answers failed (%r)", exc)
+            except Exception:
+                logger.exception("ending an interrupted answer failed")
+
+    async def reap_once(self) -> int:
+        ended = 0
+        for member in await self._redis.smembers(self._running_key):
+            conversation_id = UUID(str(member))
+            owner = f"reaper-{uuid.uuid4().hex}"
+            if not await self.try_acquire(conversation_id, owner):
+                continue
+            try:
+                record = await self._redis.hgetall(self._key(conversation_id, "fl"))
+                if not record:
+                    await self._redis.srem(self._running_key, member)
+                    continue
+                logger.warning("an answer's instance stopped mid-answer; ending it as failed")
+                for handler in self._orphan_handlers:
+                    await handler(conversation_id, UUID(str(record["m"])))
+                ended += 1
+            finally:
+                await self.release(conversation_id, owner)
+        return ended
+
+    # --- upkeep ----------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        tasks = [
+            asyncio.create_task(self._publisher(), name="redis hub publisher"),
+            asyncio.create_task(self._listen(), name="redis hub listener"),
+            asyncio.create_task(self._renew(), name="redis hub lease renewal"),
+            asyncio.create_task(self._reap(), name="redis hub reaper"),
+        ]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def wait_listening(self) -> None:
+        await self._listening.wait()
+
+    async def aclose(self) -> None:
+        with contextlib.suppress(RedisError, OSError):
+            await self.flush()
+        with contextlib.suppress(RedisError, OSError):
+            await self._pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    async def _call(self, call: Awaitable[Any]) -> Any:
+        try:
+            return await call
+        except (RedisError, OSError) as exc:
+            logger.warning("Redis unreachable: %r", exc)
+            raise Unavailable() from exc
+
+
+class RedisRateLimiter:
+    """The per-member rate limit across instances: a sliding window per key in a sorted set."""
+
+    def __init__(self, client: aioredis.Redis, limit: RateLimit, *, prefix: str = "vernis:") -> None:
+        self.limit = limit
+        self._prefix = prefix
+        self._script = client.register_script(_RATE)
+        self._window_ms = str(max(1, int(limit.seconds * 1000)))
+
+    async def hit(self, key: Hashable) -> int | None:
+        try:
+            retry_after = int(
+                await self._script(
+                    keys=[f"{self._prefix}rate:{key}"],
+                    args=[self.limit.count, self._window_ms, uuid.uuid4().hex],
+                )
+            )
+        except (RedisError, OSError) as exc:
+            raise Unavailable() from exc
+        return None if retry_after < 0 else math.ceil(retry_after)
+
+
+class RedisSocketCap:
+    """The per-member socket cap across instances. An instance that dies leaves its sockets'
+    entries behind until they lapse (`ttl`, refreshed while the socket lives)."""
+
+    def __init__(
+        self, client: aioredis.Redis, cap: int, *, prefix: str = "vernis:", ttl: float = 90.0
+    ) -> None:
+        self.cap = cap
+        self._redis = client
+        self._prefix = prefix
+        self._ttl_ms = str(int(ttl * 1000))
+        self._acquire = client.register_script(_SOCKET_ACQUIRE)
+        self._refresh = client.register_script(_SOCKET_REFRESH)
+
+    def _key(self, member_id: Hashable) -> str:
+        return f"{self._prefix}sockets:{member_id}"
+
+    async def acquire(self, member_id: Hashable, socket_id: str) -> bool:
+        try:
+            return bool(
+                await self._acquire(keys=[self._key(member_id)], args=[self.cap, self._ttl_ms, socket_id])
+            )
+        except (RedisError, OSError) as exc:
+            raise Unavailable() from exc
+
+    async def release(self, member_id: Hashable, socket_id: str) -> None:
+        with contextlib.suppress(RedisError, OSError):
+            await self._redis.zrem(self._key(member_id), socket_id)
+
+    async def refresh(self, sockets: list[tuple[Hashable, str]]) -> None:
+        for member_id, socket_id in sockets:
+            await self._refresh(keys=[self._key(member_id)], args=[self._ttl_ms, socket_id])
