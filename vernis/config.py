@@ -22,6 +22,12 @@
     label = "My open tickets"
     prompt = "List my open tickets, most urgent first."
     permission = "ticket:view"
+    [guards]                                 # personal data and prompt injection (vernis.guards)
+    actions = { email = "warn" }             # category -> block / redact / warn / allow
+    allow_phrases = ["act as a reseller"]    # never a finding, in any organization
+    [guards.organizations."acme"]            # the host's organization id (the token's `org`)
+    actions = { phone = "redact" }
+    allow_phrases = ["ignore previous instructions"]
 
 Secrets never go in the file: a string value may name an environment variable as `${NAME}`.
 `load_config` validates the whole file before anything uses it: a mistake raises `ConfigError`
@@ -34,7 +40,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -50,7 +56,9 @@ from vernis.exceptions import ConfigError
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
+    "GUARD_RULES",
     "ConfigError",
+    "GuardsSection",
     "HostConfig",
     "McpServerEntry",
     "PageEntry",
@@ -156,6 +164,53 @@ class QuickActionEntry(_Section):
     permission: _Name | None = None
 
 
+GuardRule = Literal[
+    "card",
+    "iban",
+    "national_id",
+    "email",
+    "phone",
+    "credential",
+    "jwt",
+    "injection_high",
+    "injection_medium",
+    "injection_low",
+]
+GUARD_RULES: tuple[str, ...] = get_args(GuardRule)
+GuardAction = Literal["block", "redact", "warn", "allow"]
+_Phrase = Annotated[str, StringConstraints(strip_whitespace=True, min_length=3, max_length=500)]
+
+
+class GuardOrganizationSection(_Section):
+    """One organization's changes to the guards: on top of the `[guards]` defaults."""
+
+    actions: dict[GuardRule, GuardAction] = Field(default_factory=dict)
+    allow_phrases: list[_Phrase] = Field(default_factory=list)
+
+    @field_validator("actions")
+    @classmethod
+    def _injection_is_never_redacted(cls, actions: dict[str, str]) -> dict[str, str]:
+        bad = sorted(
+            rule for rule, action in actions.items() if rule.startswith("injection") and action == "redact"
+        )
+        if bad:
+            raise ValueError(f"{', '.join(bad)}: an instruction cannot be redacted; use block, warn or allow")
+        return actions
+
+
+class GuardsSection(GuardOrganizationSection):
+    """The input, tool-argument and tool-result guards (vernis.guards); see the README."""
+
+    # Seconds a scan may take before it counts as failed (and what it checked is blocked).
+    timeout: float = Field(2.0, gt=0, le=30)
+    # Where phone numbers written without a country code are read from (ISO 3166 code); none: only
+    # numbers written with +country count.
+    phone_region: Annotated[str, StringConstraints(pattern=r"^[A-Z]{2}$")] | None = "US"
+    organizations: dict[
+        Annotated[str, StringConstraints(min_length=1, max_length=255)], GuardOrganizationSection
+    ] = Field(default_factory=dict)
+
+
 class HostConfig(_Section):
     assistant: AssistantSection = Field(default_factory=AssistantSection)
     roles: dict[_Name, RoleSection] = Field(default_factory=dict)
@@ -163,6 +218,7 @@ class HostConfig(_Section):
     mcp_servers: list[McpServerEntry] = Field(default_factory=list)
     pages: list[PageEntry] = Field(default_factory=list)
     quick_actions: list[QuickActionEntry] = Field(default_factory=list)
+    guards: GuardsSection = Field(default_factory=GuardsSection)
     # Where it was read from (None: no file, the defaults).
     path: Path | None = None
 

@@ -44,6 +44,7 @@ ErrorCode = Literal[
     "response_in_progress",
     "not_found",
     "forbidden",
+    "message_blocked",
     "quota_exceeded",
     "llm_not_configured",
     "llm_unavailable",

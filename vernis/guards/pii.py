@@ -1,0 +1,295 @@
+"""Personal data and secrets, found with the checks the libraries that specialise in them provide.
+
+Each detector finds candidates with a cheap pattern, then lets a well-kept library decide:
+`python-stdnum` (Luhn for cards, ISO 13616 for IBANs, each country's own check for national ids),
+`phonenumbers` (numbering plans of every country), `detect-secrets` (the patterns of its plugins for
+cloud keys, tokens and private keys; its JWT check that the header and claims decode). A number
+without a check digit of its own (a bare nine- or eleven-digit national id) counts only next to a
+word that names it, so order numbers, dates and amounts in a CRM are not mistaken for one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import phonenumbers
+from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+from detect_secrets.plugins.base import RegexBasedDetector
+from detect_secrets.plugins.jwt import JwtTokenDetector
+from stdnum import iban, luhn
+from stdnum.br import cpf
+from stdnum.de import idnr
+from stdnum.es import dni, nie
+from stdnum.fr import nir
+from stdnum.it import codicefiscale
+from stdnum.nl import bsn
+from stdnum.pl import pesel
+from stdnum.se import personnummer
+from stdnum.us import ssn
+
+from vernis.guards.findings import Category, Finding, Severity
+
+__all__ = ["detect_pii"]
+
+SEVERITY = {
+    Category.CARD: Severity.HIGH,
+    Category.IBAN: Severity.HIGH,
+    Category.NATIONAL_ID: Severity.HIGH,
+    Category.EMAIL: Severity.LOW,
+    Category.PHONE: Severity.LOW,
+    Category.CREDENTIAL: Severity.CRITICAL,
+    Category.JWT: Severity.CRITICAL,
+}
+
+# --- cards ---------------------------------------------------------------------------------------
+
+_CARD = re.compile(r"(?<![\w.-])\d(?:[ -]?\d){12,18}(?![\w-]|\.\d)")
+# Issuer prefixes of the card networks (Visa, Mastercard, Amex, Discover, JCB, Diners, UnionPay,
+# Maestro): a Luhn-valid number outside them is some other number.
+_CARD_PREFIX = re.compile(
+    r"4|5[1-5]|2(?:2[2-9]|[3-6]|7[01]|720)|3[47]|3[05689]|6(?:011|5|4[4-9]|2)|5[06-9]|6"
+)
+
+
+# The start of an IBAN ("DE89 "): the digits after it are an account, not a card.
+_IBAN_START = re.compile(r"[A-Za-z]{2}\d{2}[ ]?$")
+
+
+def _card_grouping(candidate: str) -> bool:
+    """Written as cards are: in one run, in fours (the last group shorter), Amex's 4-6-5, or one
+    digit at a time."""
+    groups = [len(group) for group in re.split(r"[ -]", candidate)]
+    if len(groups) == 1 or set(groups) == {1}:
+        return True
+    return (groups[:2] == [4, 6] and len(groups) == 3) or (set(groups[:-1]) == {4} and 1 <= groups[-1] <= 4)
+
+
+def _cards(text: str) -> Iterator[tuple[int, int, str]]:
+    for match in _CARD.finditer(text):
+        digits = re.sub(r"\D", "", match[0])
+        if not (13 <= len(digits) <= 19 and _CARD_PREFIX.match(digits) and luhn.is_valid(digits)):
+            continue
+        if _card_grouping(match[0]) and not _IBAN_START.search(
+            text[max(0, match.start() - 5) : match.start()]
+        ):
+            yield match.start(), match.end(), "luhn"
+
+
+# --- IBAN ----------------------------------------------------------------------------------------
+
+_IBAN = re.compile(r"(?<![\w])[A-Za-z]{2}\d{2}(?:[ ]?[A-Za-z0-9]){11,30}(?![\w])")
+
+
+def _ibans(text: str) -> Iterator[tuple[int, int, str]]:
+    for match in _IBAN.finditer(text):
+        candidate = match[0]
+        # The pattern may run into the next word ("... 3000 please"): shorten until it checks.
+        while len(candidate) >= 15:
+            if iban.is_valid(candidate):
+                yield match.start(), match.start() + len(candidate), "iban"
+                break
+            cut = candidate.rfind(" ")
+            if cut < 0:
+                break
+            candidate = candidate[:cut]
+
+
+# --- national ids --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _NationalId:
+    name: str
+    module: ModuleType
+    pattern: re.Pattern[str]
+    # Words one of which must stand within `_CONTEXT_CHARS` before the number (lower case); empty:
+    # the number's own shape and check are distinctive enough.
+    context: tuple[str, ...] = ()
+
+
+_CONTEXT_CHARS = 48
+_GENERIC = ("national id", "id number", "identity number", "id no", "social security", "tax id")
+_NATIONAL_IDS = (
+    _NationalId("us.ssn", ssn, re.compile(r"(?<![\w-])\d{3}-\d{2}-\d{4}(?![\w-])")),
+    _NationalId("us.ssn", ssn, re.compile(r"(?<![\w-])\d{9}(?![\w-])"), ("ssn", *_GENERIC)),
+    _NationalId("es.dni", dni, re.compile(r"(?<![\w-])\d{8}-?[A-Za-z](?![\w-])")),
+    _NationalId("es.nie", nie, re.compile(r"(?<![\w-])[XYZxyz]-?\d{7}-?[A-Za-z](?![\w-])")),
+    _NationalId(
+        "it.codicefiscale",
+        codicefiscale,
+        re.compile(r"(?<![\w-])[A-Za-z]{6}\d{2}[A-Za-z]\d{2}[A-Za-z]\d{3}[A-Za-z](?![\w-])"),
+    ),
+    _NationalId("br.cpf", cpf, re.compile(r"(?<![\w-])\d{3}\.\d{3}\.\d{3}-\d{2}(?![\w-])")),
+    _NationalId(
+        "fr.nir",
+        nir,
+        re.compile(r"(?<![\w-])[12] ?\d{2} ?\d{2} ?(?:\d{2}|2[ABab]) ?\d{3} ?\d{3} ?\d{2}(?![\w-])"),
+        ("nir", "sécurité sociale", "securite sociale", "sécu", "insee", *_GENERIC),
+    ),
+    _NationalId("nl.bsn", bsn, re.compile(r"(?<![\w-])\d{9}(?![\w-])"), ("bsn", "burgerservice", *_GENERIC)),
+    _NationalId(
+        "de.idnr",
+        idnr,
+        re.compile(r"(?<![\w-])\d{2} ?\d{3} ?\d{3} ?\d{3}(?![\w-])"),
+        ("steuer", "idnr", "identifikationsnummer", *_GENERIC),
+    ),
+    _NationalId("pl.pesel", pesel, re.compile(r"(?<![\w-])\d{11}(?![\w-])"), ("pesel", *_GENERIC)),
+    _NationalId(
+        "se.personnummer",
+        personnummer,
+        re.compile(r"(?<![\w-])(?:\d{2})?\d{6}[-+]?\d{4}(?![\w-])"),
+        ("personnummer", *_GENERIC),
+    ),
+)
+
+
+def _national_ids(text: str) -> Iterator[tuple[int, int, str]]:
+    lowered: str | None = None
+    for kind in _NATIONAL_IDS:
+        for match in kind.pattern.finditer(text):
+            if kind.context:
+                if lowered is None:
+                    lowered = text.lower()
+                before = lowered[max(0, match.start() - _CONTEXT_CHARS) : match.start()]
+                if not any(word in before for word in kind.context):
+                    continue
+            if kind.module.is_valid(match[0]):
+                yield match.start(), match.end(), kind.name
+
+
+# --- e-mail --------------------------------------------------------------------------------------
+
+_EMAIL = re.compile(
+    r"(?<![\w.+:/-])[A-Za-z0-9](?:[A-Za-z0-9._%+-]{0,62}[A-Za-z0-9_%+-])?@"
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![\w.-]*\w)"
+)
+
+
+# Spelt out to get past filters: "jane (at) example (dot) com", "jane [at] example [dot] com".
+_SPELT_EMAIL = re.compile(
+    r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}\s*[(\[{]\s*at\s*[)\]}]\s*"
+    r"[A-Za-z0-9-]{1,63}(?:\s*[(\[{]\s*dot\s*[)\]}]\s*[A-Za-z0-9-]{1,63})+",
+    re.IGNORECASE,
+)
+
+
+def _emails(text: str) -> Iterator[tuple[int, int, str]]:
+    if "@" in text:
+        for match in _EMAIL.finditer(text):
+            yield match.start(), match.end(), "address"
+    if "at" in text.lower():
+        for match in _SPELT_EMAIL.finditer(text):
+            yield match.start(), match.end(), "spelt_address"
+
+
+# --- phone numbers -------------------------------------------------------------------------------
+
+# A number right after one of these is an order, invoice or ticket number, not a phone.
+_NOT_A_PHONE = re.compile(
+    r"(?:order|invoice|inv|ref|reference|ticket|case|id|no|nr|number|account|acct|po|sku|#)[\s.:#-]*$",
+    re.IGNORECASE,
+)
+
+
+def _phones(text: str, region: str | None) -> Iterator[tuple[int, int, str]]:
+    if sum(char.isdigit() for char in text) < 7:
+        return
+    for match in phonenumbers.PhoneNumberMatcher(text, region, leniency=phonenumbers.Leniency.VALID):
+        before = text[max(0, match.start - 24) : match.start]
+        # Part of a longer token ("ORD-2024-001234") or labelled as another kind of number.
+        if before[-1:].isalnum() or re.search(r"\w[-/]$", before) or _NOT_A_PHONE.search(before):
+            continue
+        yield match.start, match.end, "phonenumbers"
+
+
+# --- credentials ---------------------------------------------------------------------------------
+
+# detect-secrets' plugins whose patterns name a kind of secret. Left out: the entropy detectors
+# (every UUID and hash in a CRM record would be a "secret"), the public-IP detector (not a secret),
+# the keyword detector (made for source files: `password = "..."`); JWTs are their own category.
+_LEFT_OUT = {
+    "Base64HighEntropyString",
+    "HexHighEntropyString",
+    "IPPublicDetector",
+    "KeywordDetector",
+    "JwtTokenDetector",
+}
+
+
+def _secret_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    patterns: list[tuple[str, re.Pattern[str]]] = []
+    plugins: dict[str, Any] = get_mapping_from_secret_type_to_class()
+    for plugin in plugins.values():
+        if plugin.__name__ in _LEFT_OUT:
+            continue
+        detector: Any = plugin()
+        if isinstance(detector, RegexBasedDetector):
+            patterns.extend((plugin.__name__, pattern) for pattern in detector.denylist)
+    return tuple(patterns)
+
+
+_SECRET_PATTERNS = _secret_patterns()
+# Said in words rather than pasted from a file: "my password is ...", in a few languages. The value
+# must look like a password (a digit or a sign in it), so "the password is reset" is not one.
+_PASSWORD = re.compile(
+    r"(?:password|passwd|passcode|pwd|pin code|mot de passe|passwort|kennwort|contraseña|contrasena|"
+    r"senha|wachtwoord|пароль)\s*(?:is|was|:|=|est|ist|es|é|is now|ist jetzt)\s*[\"'“]?"
+    r"(?P<value>(?=\S*\d|\S*[^\w\s]\S)\S{6,128})",
+    re.IGNORECASE,
+)
+
+
+def _credentials(text: str) -> Iterator[tuple[int, int, str]]:
+    for name, pattern in _SECRET_PATTERNS:
+        for match in pattern.finditer(text):
+            if match.end() > match.start():
+                yield match.start(), match.end(), name
+    for match in _PASSWORD.finditer(text):
+        value = match["value"].rstrip(".,;!?\"'”)")
+        if len(value) >= 6:
+            yield match.start("value"), match.start("value") + len(value), "password_phrase"
+
+
+_JWT_DETECTOR = JwtTokenDetector()
+_JWT = re.compile(r"(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*")
+
+
+def _jwts(text: str) -> Iterator[tuple[int, int, str]]:
+    if "eyJ" not in text:
+        return
+    for match in _JWT.finditer(text):
+        if _JWT_DETECTOR.is_formally_valid(match[0]):
+            yield match.start(), match.end(), "jwt"
+
+
+_Detector = Callable[[str], Iterable[tuple[int, int, str]]]
+
+
+def detect_pii(text: str, categories: Iterable[Category], region: str | None = None) -> list[Finding]:
+    """The findings of the given categories in `text` (the `scan` view); overlapping ones of the
+    same category are kept once."""
+    detectors: dict[Category, _Detector] = {
+        Category.CARD: _cards,
+        Category.IBAN: _ibans,
+        Category.NATIONAL_ID: _national_ids,
+        Category.EMAIL: _emails,
+        Category.PHONE: lambda value: _phones(value, region),
+        Category.CREDENTIAL: _credentials,
+        Category.JWT: _jwts,
+    }
+    findings: list[Finding] = []
+    for category in categories:
+        detector = detectors.get(category)
+        if detector is None:
+            continue
+        taken: list[tuple[int, int]] = []
+        for start, end, signal in detector(text):
+            if any(start < other_end and other_start < end for other_start, other_end in taken):
+                continue
+            taken.append((start, end))
+            findings.append(Finding(category, SEVERITY[category], signal, start, end))
+    return findings
