@@ -30,6 +30,7 @@ const REFUSALS = new Set([
   "invalid_message",
   "response_in_progress",
   "quota_exceeded",
+  "message_blocked",
 ]);
 
 export class Session {

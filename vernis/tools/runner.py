@@ -427,12 +427,9 @@ class ToolRunner:
                 )
             warning = self._warning(warning)
             if warning is not None:
-                # On the card (the panel shows a preview's `warning` above its details) and to the model.
-                preview = (
-                    {**preview, "warning": warning}
-                    if isinstance(preview, dict)
-                    else {"details": preview, "warning": warning}
-                )
+                # First among the preview's `warnings`: the card shows them above its buttons, and
+                # the model reads them too.
+                preview = _with_warning(preview, warning)
             approval = await approvals.create(
                 organization_id=ctx.organization_id,
                 member_id=ctx.member.id,
@@ -542,3 +539,11 @@ async def execute_write(
         detail=detail,
     )
     return envelope
+
+
+def _with_warning(preview: Any, warning: str) -> dict[str, Any]:
+    if not isinstance(preview, dict):
+        return {"details": preview, "warnings": [warning]}
+    given = preview.get("warnings")
+    others = list(given) if isinstance(given, list) else ([] if given in (None, "") else [given])
+    return {**preview, "warnings": [warning, *others]}
