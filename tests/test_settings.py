@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
-from vernis.exceptions import ConfigError
 from vernis.settings import DEFAULT_LLM_BASE_URL, RateLimit, Settings, load_settings
 
 SECRET = "settings-test-secret-long-enough-for-hs256"
@@ -187,9 +188,19 @@ def test_overrides_win_over_environment(monkeypatch: pytest.MonkeyPatch) -> None
     assert isinstance(settings, Settings)
 
 
-def test_redis_url_is_refused_until_several_instances_are_supported() -> None:
-    """VERNIS_REDIS_URL set: the app refuses to start with a message naming the setting, rather than run unsafely."""
-    from vernis.app import create_app
-
-    with pytest.raises(ConfigError, match="VERNIS_REDIS_URL"):
-        create_app(load_settings(redis_url="redis://127.0.0.1:6379/0", jwt_secret="x" * 40))
+def test_several_workers_without_redis_are_refused_naming_the_setting(tmp_path: Path) -> None:
+    """`vernis serve --workers 2` without VERNIS_REDIS_URL exits 2 with a message naming VERNIS_REDIS_URL, before serving anything."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VERNIS_")}
+    env |= {"VERNIS_JWT_SECRET": "x" * 40, "VERNIS_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'v.db'}"}
+    result = subprocess.run(
+        [sys.executable, "-m", "vernis", "serve", "--workers", "2", "--port", "1"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "VERNIS_REDIS_URL" in result.stderr
+    assert not (tmp_path / "v.db").exists()

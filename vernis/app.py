@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -278,6 +279,15 @@ def create_app(
     ]
     # Every HTTP response carries the security headers (CSP, nosniff, ...); sockets pass through.
     return SocketFirst(Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(SecurityHeaders)]))
+
+
+def app_from_environment() -> SocketFirst:
+    """The app of one worker of `vernis serve --workers N`, from the environment the supervisor set."""
+    from vernis.logs import configure_logging
+
+    settings = load_settings()
+    configure_logging(settings.log_level, settings.log_format)
+    return create_app(settings, scripted=os.environ.get("VERNIS_SCRIPTED_MODEL") == "1")
 
 
 class SocketFirst:

@@ -18,9 +18,11 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import os
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -96,14 +98,14 @@ def _serve(args: argparse.Namespace) -> int:
             f"--workers {args.workers}: several processes must share conversation events, answer leases "
             "and limits through Redis: set VERNIS_REDIS_URL (and a PostgreSQL VERNIS_DATABASE_URL)"
         )
-    if args.workers > 1:
-        raise ConfigError("--workers above 1 needs the Redis hub, which this version does not have yet")
     if settings.demo and not _loopback(args.host) and not args.demo_public:
         raise ConfigError(
             f"--host {args.host}: the demo lets anyone who reaches it act as any demo member; it binds "
             "to a loopback address only, unless you add --demo-public"
         )
     catalog = build_catalog(settings)
+    if args.workers > 1:
+        return _serve_workers(args, settings, catalog, scripted_socket)
     app = create_app(settings, catalog=catalog, scripted=scripted_socket is not None)
     _migrate(settings, catalog)
     if settings.demo:
@@ -148,6 +150,57 @@ def _serve(args: argparse.Namespace) -> int:
             await side_task
 
     asyncio.run(both())
+    return 0
+
+
+def _serve_workers(
+    args: argparse.Namespace, settings: Settings, catalog: Catalog, scripted_socket: socket.socket | None
+) -> int:
+    """N worker processes behind one port (uvicorn's supervisor), sharing state through Redis.
+
+    This process migrates (and seeds the demo) once, then supervises; each worker builds its app
+    from the environment (`vernis.app:app_from_environment`), so what the command line set is put
+    there. The scripted model, if asked for, runs here, on a thread, shared by the workers.
+    """
+    from vernis.app import create_app
+
+    create_app(settings, catalog=catalog)  # a configuration that cannot work fails here, once
+    _migrate(settings, catalog)
+    if settings.demo:
+        logger.warning("DEMO MODE: the demo login signs a token for any demo member; never expose it.")
+        _seed(settings, catalog)
+    environment = {"VERNIS_DEMO": "1" if settings.demo else ""}
+    if settings.jwt_secret:
+        environment["VERNIS_JWT_SECRET"] = settings.jwt_secret
+    if scripted_socket is not None:
+        from vernis.scripted import ScriptedModel, default_scenarios
+
+        environment |= {
+            "VERNIS_LLM_BASE_URL": settings.llm_base_url or "",
+            "VERNIS_LLM_API_KEY": settings.llm_api_key or "",
+            "VERNIS_LLM_MODEL": settings.chat_model,
+            "VERNIS_TITLE_MODEL": settings.title_model_name,
+            "VERNIS_SCRIPTED_MODEL": "1",
+        }
+        scenarios = [s for _, demo in catalog.demos for s in demo.scenarios()] if settings.demo else []
+        scripted = ScriptedModel(chunk_delay=0.03, scenarios=scenarios or default_scenarios())
+        side = _SideServer(uvicorn.Config(scripted.app, log_config=None, log_level="warning", lifespan="off"))
+        sockets = [scripted_socket]
+        threading.Thread(
+            target=lambda: asyncio.run(side.serve(sockets=sockets)), name="scripted model", daemon=True
+        ).start()
+    os.environ.update({name: value for name, value in environment.items() if value})
+    signal.signal(signal.SIGTERM, _stopped_gracefully)
+    uvicorn.run(
+        "vernis.app:app_from_environment",
+        factory=True,
+        workers=args.workers,
+        host=args.host,
+        port=args.port,
+        log_config=None,
+        log_level=settings.log_level.lower(),
+        **uvicorn_options(settings),
+    )
     return 0
 
 
