@@ -189,7 +189,7 @@ export class VernisAssistant extends HTMLElement {
     );
     this.launcher.addEventListener("click", () => this.open());
 
-    this.titleElement = h("h2", { id: "vernis-title", class: "title" }, "New conversation");
+    this.titleElement = h("h2", { id: "vernis-title", class: "title", dir: "auto" }, "New conversation");
     this.connText = h("span", { class: "conn-text" }, CONNECTION_TEXT.connecting);
     this.retryButton = h("button", { type: "button", class: "link-button conn-retry", hidden: "" }, "Retry now");
     this.retryButton.addEventListener("click", () => this.connection && this.connection.reconnectNow());
@@ -261,7 +261,7 @@ export class VernisAssistant extends HTMLElement {
       "section",
       { class: "panel", id: "vernis-panel", role: "dialog", "aria-modal": "false", "aria-labelledby": "vernis-title" },
       [
-        h("header", { class: "header" }, [
+        h("div", { class: "header" }, [
           this.pickerToggle,
           h("div", { class: "heading" }, [this.titleElement, this.subline]),
           this.newChatButton,

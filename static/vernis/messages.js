@@ -68,7 +68,8 @@ export class MessageList {
 
   addUser(content, { pending = false } = {}) {
     this.hideEmpty();
-    const bubble = h("div", { class: "bubble" }, content);
+    // `dir="auto"`: a message in a right-to-left language reads right to left, whatever the page's.
+    const bubble = h("div", { class: "bubble", dir: "auto" }, content);
     const element = h("div", { class: "msg user", "data-pending": pending ? "" : null }, [
       h("span", { class: "sr-only" }, "You said:"),
       bubble,
@@ -180,7 +181,7 @@ export class MessageList {
   appendText(answer, text) {
     let part = answer.parts[answer.parts.length - 1];
     if (!part || part.kind !== "text") {
-      part = { kind: "text", text: "", element: h("div", { class: "markdown" }) };
+      part = { kind: "text", text: "", element: h("div", { class: "markdown", dir: "auto" }) };
       answer.parts.push(part);
       answer.body.append(part.element);
     }
@@ -287,7 +288,7 @@ export class MessageList {
     }
     const status = h("span", { class: "tool-status" }, STATUS_LABELS.running);
     const resultSection = h("div", { class: "tool-section", hidden: "" }, [
-      h("h4", {}, "Result"),
+      h("p", { class: "tool-section-title" }, "Result"),
       h("div", { class: "tool-value" }),
     ]);
     const details = h("details", { class: "tool" }, [
@@ -298,11 +299,11 @@ export class MessageList {
       ]),
       h("div", { class: "tool-body" }, [
         h("div", { class: "tool-section" }, [
-          h("h4", {}, "Tool"),
+          h("p", { class: "tool-section-title" }, "Tool"),
           h("code", { class: "tool-id" }, toolName),
         ]),
         h("div", { class: "tool-section" }, [
-          h("h4", {}, "Arguments"),
+          h("p", { class: "tool-section-title" }, "Arguments"),
           h("div", { class: "tool-value" }, renderValue(args) || h("p", { class: "none" }, "None")),
         ]),
         resultSection,

@@ -131,7 +131,7 @@ export class Picker {
     const count = conversation.message_count;
     const meta = `${relativeTime(conversation.updated_at)} · ${count} message${count === 1 ? "" : "s"}`;
     const open = h("button", { type: "button", class: "conv-open" }, [
-      h("span", { class: "conv-title" }, title),
+      h("span", { class: "conv-title", dir: "auto" }, title),
       h("span", { class: "conv-meta" }, meta),
     ]);
     open.addEventListener("click", () => this.actions.open(id));
