@@ -16,6 +16,7 @@ import pytest
 from tests.data import add_notification, is_read
 from tests.e2e.test_approvals import audit, preview
 from tests.e2e.test_resume import rebuild, stored, wait_for_status
+from tests.fixtures.redis import OwnRedis
 from tests.fixtures.server import Vernis, VernisFactory, text_of
 from vernis.scripted import Reply
 
@@ -183,3 +184,35 @@ async def test_stored_answers_of_both_instances_are_one_history(pair: object) ->
         messages = await stored(one, conversation_id)
         assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]
         assert uuid.UUID(conversation_id)
+
+
+async def test_redis_down_refuses_new_answers_keeps_sockets_and_recovers(
+    vernis_factory: VernisFactory, own_redis: OwnRedis
+) -> None:
+    """Redis killed: the open socket stays, a new message gets error unavailable and is not stored; Redis back: a message is answered again, with no restart."""
+    async with vernis_factory(redis_url=own_redis.url, redis_prefix="outage:") as vernis:
+        async with vernis.opened() as client:
+            conversation_id = (await client.answer("hello"))[0]["conversation_id"]
+            await client.drain(0.5)
+            own_redis.kill()
+            await client.send("user_message", content="are you there?")
+            refused = (await client.until("error"))[-1]
+            assert refused["code"] == "unavailable"
+            await client.send("ping")
+            await client.until("pong")
+            own_redis.start()
+            answered = None
+            for _ in range(100):
+                await client.send("user_message", content="and now?")
+                first = await client.recv()
+                if first["type"] == "error":
+                    assert first["code"] == "unavailable"
+                    await asyncio.sleep(0.1)
+                    continue
+                answered = [first, *await client.until("assistant_end")]
+                break
+            assert answered is not None, "never answered after Redis came back"
+            assert answered[-1]["stopped"] is False
+        messages = await stored(vernis, conversation_id)
+        users = [m.content for m in messages if m.role == "user"]
+        assert users == ["hello", "and now?"]
