@@ -255,7 +255,8 @@ class Approval(SQLModel, table=True):
 
 
 class AuditEntry(SQLModel, table=True):
-    """One row per tool run that writes: who, which tool, with what, how it ended, under which approval."""
+    """One row per tool run that writes: who, which tool, with what, how it ended, under which approval;
+    and one per guard finding (vernis.guards)."""
 
     __tablename__ = "audit_log"
     __table_args__ = (sa.Index("ix_audit_org_created", "organization_id", "created_at"),)
@@ -266,7 +267,9 @@ class AuditEntry(SQLModel, table=True):
     conversation_id: uuid.UUID | None = None
     tool_name: str = Field(max_length=64)
     arguments_json: dict[str, Any] = Field(sa_type=sa.JSON())
-    # "ok", "error" (the tool refused or failed), "rejected" (the user said no).
+    # "ok", "error" (the tool refused or failed), "rejected" (the user said no); or a guard's finding
+    # (vernis.guards): "guard_block" / "guard_redact" / "guard_warn", its details in `arguments_json`
+    # ({"guard": where, "findings": [...]}, never the text) and `tool_name` "(user message)" for input.
     outcome: str = Field(max_length=16)
     detail: str | None = Field(default=None, sa_type=sa.Text())
     approval_id: uuid.UUID | None = Field(

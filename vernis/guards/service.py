@@ -260,9 +260,15 @@ class GuardService:
         def scan() -> tuple[dict[tuple[Any, ...], str], tuple[Decided, ...]]:
             replacements: dict[tuple[Any, ...], str] = {}
             findings: list[Decided] = []
-            for path, value in _leaves(data):
-                if len(value) < _MIN_LENGTH:
-                    continue
+            leaves = [(path, value) for path, value in _leaves(data) if len(value) >= _MIN_LENGTH]
+            if not leaves:
+                return replacements, ()
+            # One scan of all the text (a list of contacts is hundreds of values); only when it finds
+            # something is each value scanned on its own, to know which ones to redact.
+            whole = self._scanner("\n\n".join(value for _, value in leaves), policy, self.policy.phone_region)
+            if not whole.findings:
+                return replacements, ()
+            for path, value in leaves:
                 result = self._scanner(value, policy, self.policy.phone_region)
                 if not result.findings:
                     continue
@@ -274,7 +280,8 @@ class GuardService:
                 ]
                 if secret:
                     replacements[path] = self._redact_secrets(value, policy, result)
-            return replacements, tuple(findings)
+            # A signal only the whole text shows (spread over two values) still counts.
+            return replacements, tuple(findings or whole.findings)
 
         try:
             replacements, findings = await self._scan(scan)
