@@ -39,7 +39,7 @@ import math
 import os
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Coroutine, Hashable
 from typing import Any, cast
 from uuid import UUID
 
@@ -259,6 +259,7 @@ class RedisHub:
         self._control = f"{prefix}ctl"
         self._running_key = f"{prefix}running"
         self._listening = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
 
     # --- keys ------------------------------------------------------------------------------------
 
@@ -274,9 +275,15 @@ class RedisHub:
         local = self._local.get(conversation_id)
         if local is None:
             local = self._local[conversation_id] = _Local(asyncio.get_running_loop())
-            asyncio.get_running_loop().create_task(self._subscribe(conversation_id, local))
+            self._background(self._subscribe(conversation_id, local))
         if sink not in local.sinks:
             local.sinks.append(sink)
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        """(Un)subscribing runs beside the caller, which must not wait; kept until done."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _subscribe(self, conversation_id: UUID, local: _Local) -> None:
         try:
@@ -296,7 +303,7 @@ class RedisHub:
             local.sinks.remove(sink)
         if not local.sinks:
             del self._local[conversation_id]
-            asyncio.get_running_loop().create_task(self._unsubscribe(conversation_id))
+            self._background(self._unsubscribe(conversation_id))
 
     async def _unsubscribe(self, conversation_id: UUID) -> None:
         if conversation_id in self._local:  # subscribed again meanwhile
