@@ -314,3 +314,24 @@ async def test_redis_down_refuses_new_leases_and_keeps_events_until_it_is_back(o
         probe = aioredis.Redis.from_url(own_redis.url)
         await probe.flushall()
         await probe.aclose()
+
+
+async def test_the_lease_goes_with_the_end_of_the_answer_in_redis(redis_url: str, redis_prefix: str) -> None:
+    """In Redis the answer's lease is released in the same step that publishes its assistant_end: a client that reads the end and asks again at once finds the conversation free, before the holder's own release call."""
+    client = redis_client(redis_url)
+    hub = RedisHub(client, encode, prefix=redis_prefix)
+    conversation, message = uuid.uuid4(), uuid.uuid4()
+    try:
+        assert await hub.try_acquire(conversation, "answer")
+        hub.publish(conversation, events.AnswerStarted(conversation, message))
+        await hub.flush()
+        assert await hub.holder(conversation) is not None
+        hub.publish(conversation, events.AnswerEnded(conversation, message, stopped=False))
+        await hub.flush()
+        assert await hub.holder(conversation) is None
+        assert await hub.try_acquire(conversation, "next answer")
+        await hub.release(conversation, "answer")  # the old holder's late release frees nothing
+        assert await hub.holder(conversation) is not None
+    finally:
+        await hub.aclose()
+        await client.aclose()

@@ -106,6 +106,9 @@ for i = 0, n - 1 do
   elseif kind == 'e' then
     redis.call('DEL', KEYS[3])
     redis.call('SREM', KEYS[4], ARGV[4])
+    -- The answer's lease goes with its end, in the same step: a client that reads the end and
+    -- sends its next message at once must find the conversation free.
+    if extra ~= '' and redis.call('GET', KEYS[5]) == extra then redis.call('DEL', KEYS[5]) end
   end
   out[#out + 1] = seq .. '\\t' .. kind .. '\\t' .. frame
 end
@@ -322,6 +325,8 @@ class RedisHub:
         else:
             head, has_seq = frame, "0"
         kind, extra = _kind(event)
+        if kind == "e":
+            extra = self._leases.get(conversation_id, "")
         batch = self._queued.get(conversation_id)
         if batch is None:
             batch = self._queued[conversation_id] = []
@@ -356,6 +361,7 @@ class RedisHub:
                             self._key(conversation_id, "ev"),
                             self._key(conversation_id, "fl"),
                             self._running_key,
+                            self._key(conversation_id, "lease"),
                         ],
                         args=args,
                         client=pipe,
