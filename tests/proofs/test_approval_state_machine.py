@@ -228,7 +228,7 @@ async def run_steps(vernis: Vernis, plan: list[Step]) -> int:
 
 
 @pytest.mark.parametrize(
-    "examples", [pytest.param(40, id="40"), pytest.param(1000, id="1000", marks=pytest.mark.long)]
+    "examples", [pytest.param(25, id="25"), pytest.param(1000, id="1000", marks=pytest.mark.long)]
 )
 async def test_random_interleavings_write_at_most_once_per_preview_and_never_unapproved(
     vernis_factory: VernisFactory, figures: Figures, examples: int

@@ -160,7 +160,7 @@ async def answer_and_ping(client: Client, frame: str | bytes) -> list[dict[str, 
 
 
 @pytest.mark.parametrize(
-    "examples", [pytest.param(600, id="600"), pytest.param(20000, id="20000", marks=pytest.mark.long)]
+    "examples", [pytest.param(300, id="300"), pytest.param(10000, id="10000", marks=pytest.mark.long)]
 )
 async def test_malformed_frames_get_invalid_message_and_change_nothing(
     vernis_factory: VernisFactory, figures: Figures, examples: int
