@@ -30,7 +30,6 @@ Read [the docs](https://docs.example.com/guide) or open [a contact](/contacts).
 
 async def test_model_answer_with_script_onerror_and_javascript_link_runs_nothing(ui: UI) -> None:
     """An answer carrying <script>, an onerror image, javascript: links, iframes and a foreign image renders as inert, safe markup."""
-    ui.console_errors_expected = True  # the same-origin `<img src=x>` is a 404
     requests: list[str] = []
 
     def record(request: Request) -> None:
@@ -49,9 +48,13 @@ async def test_model_answer_with_script_onerror_and_javascript_link_runs_nothing
     markdown = answer.locator(".markdown")
     for tag in ("script", "iframe", "svg", "form", "input", "style"):
         await expect(markdown.locator(tag)).to_have_count(0)
-    # `<img src=x>` is a same-origin image (allowed, without its handler); the foreign one is gone.
+    # Raw HTML from the model is shown as its text, never parsed: no image from `<img src=x>`; the
+    # markdown image from another host is named, not loaded.
     images = await markdown.locator("img").evaluate_all("images => images.map(image => image.src)")
-    assert images == [f"{ui.url}/x"]
+    assert images == []
+    await expect(markdown).to_contain_text("overlay")
+    await expect(markdown).to_contain_text("raw anchor")
+    assert "__pwned" not in await markdown.inner_text()
     handlers = await markdown.evaluate(
         """root => [...root.querySelectorAll("*")].flatMap(element =>
             [...element.attributes].map(attribute => attribute.name)
@@ -59,7 +62,7 @@ async def test_model_answer_with_script_onerror_and_javascript_link_runs_nothing
     )
     assert handlers == []
     hrefs = await markdown.locator("a").evaluate_all("links => links.map(link => link.getAttribute('href'))")
-    assert hrefs == [None, None, None, None, "https://docs.example.com/guide", "/contacts"]
+    assert hrefs == [None, None, "https://docs.example.com/guide", "/contacts"]
     await expect(markdown.get_by_role("link", name="the docs")).to_have_attribute(
         "rel", "noopener noreferrer nofollow"
     )
@@ -83,3 +86,80 @@ async def test_user_text_is_shown_as_text(ui: UI) -> None:
     await expect(bubble).to_have_text('<b>bold?</b> <img src=x onerror="window.__pwned = 1">')
     await expect(bubble.locator("b, img")).to_have_count(0)
     assert await ui.page.evaluate("() => window.__pwned") is None
+
+
+# Hostile markdown the sanitizer must neutralise without the browser ever evaluating it: each line
+# would break the page's Content-Security-Policy if the dirty markup were parsed in a live document.
+HOSTILE = [
+    '<img src="http://evil.example/a.png" onerror="alert(1)">',
+    '<div style="background:url(http://evil.example/b.png)">styled</div>',
+    "<style>@import url(http://evil.example/c.css); body { color: red }</style>",
+    '<svg><image href="http://evil.example/d.png"/></svg>',
+    '<video poster="http://evil.example/e.png"></video>',
+    '<link rel="stylesheet" href="http://evil.example/f.css">',
+    '<iframe src="http://evil.example/g"></iframe>',
+    '<object data="http://evil.example/h"></object>',
+    '<table background="http://evil.example/i.png"><tr><td>cell</td></tr></table>',
+    '<input type="image" src="http://evil.example/j.png">',
+    '<math><mi xlink:href="javascript:alert(1)">x</mi></math>',
+    '<meta http-equiv="refresh" content="0;url=http://evil.example/">',
+    '<base href="http://evil.example/">',
+    '<script src="http://evil.example/k.js"></script>',
+    '<p onmouseover="alert(1)" style="color:red">hover</p>',
+    "![pixel](http://evil.example/l.png)",
+]
+
+# Every CSP violation in the page (the panel's shadow root included), as the page sees it.
+WATCH_CSP = """() => {
+    window.__violations = [];
+    document.addEventListener("securitypolicyviolation", (event) => {
+        window.__violations.push(event.violatedDirective + " " + event.blockedURI);
+    }, true);
+}"""
+
+
+async def test_hostile_markdown_causes_no_csp_report(ui: UI) -> None:
+    """A corpus of hostile markup, streamed in many frames, is neutralised without one CSP violation or request to its hosts."""
+    requests: list[str] = []
+    ui.page.on("request", lambda request: requests.append(request.url))
+    await ui.page.evaluate(WATCH_CSP)
+    ui.vernis.scripted.add(
+        Reply("\n\n".join(["Careful now.", *HOSTILE, "Done."]), chunk_delay=0.005), match="hostile"
+    )
+    await ui.open()
+    await ui.send("hostile corpus")
+    answer = await ui.answered()
+    await expect(answer).to_contain_text("Done.")
+    # The markdown image from another host is named; the raw `<img>` is only text.
+    await expect(answer.locator(".blocked-image")).to_have_count(1)
+    await ui.screenshot("hostile-markdown.png")
+    assert await ui.page.evaluate("window.__violations") == []
+    assert [url for url in requests if "evil.example" in url] == []
+    assert [message for message in ui.console_errors if "Content Security Policy" in message] == []
+
+
+async def test_an_image_is_fetched_once_and_sized_to_the_column(ui: UI) -> None:
+    """An image in a streamed answer is requested once (not per frame), even when it fails, and never wider than the column."""
+    ui.console_errors_expected = True  # the missing image's 404
+    requests: list[str] = []
+    ui.page.on("request", lambda request: requests.append(request.url))
+    words = " ".join(f"word{n}" for n in range(60))
+    # An SVG with a viewBox and no size of its own (it would take any width it is given), and a
+    # missing image (no cache for a 404: every new <img> would ask again).
+    text = f"A diagram: ![wide](/static/demo/favicon.svg) and ![logo](/static/vernis/missing.png)\n\n{words}"
+    ui.vernis.scripted.add(Reply(text, chunk_delay=0.02), match="diagram")
+    await ui.open()
+    await ui.send("diagram please")
+    answer = await ui.answered()
+    await expect(answer).to_contain_text("word59")
+    await expect(answer.locator("img")).to_have_count(2)
+    assert [url for url in requests if url.endswith("/static/vernis/missing.png")] == [
+        f"{ui.url}/static/vernis/missing.png"
+    ]
+    assert len([url for url in requests if url.endswith("/favicon.svg")]) == 1
+    column = await answer.evaluate("(e) => e.getBoundingClientRect().width")
+    for image in await answer.locator("img").all():
+        box = await image.bounding_box()
+        assert box is not None
+        assert box["width"] <= column + 0.5
+        assert box["height"] <= 320.5
