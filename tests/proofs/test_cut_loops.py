@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -25,11 +26,11 @@ BEFORE = " ".join(f"b{n}" for n in range(12))
 AFTER = " ".join(f"a{n}-é" for n in range(25))
 
 
-def first_round(body: dict[str, Any]) -> bool:
+def first_round(body: Mapping[str, Any]) -> bool:
     return body["messages"][-1]["role"] == "user" and "cut me" in body["messages"][-1]["content"]
 
 
-def after_tools(body: dict[str, Any]) -> bool:
+def after_tools(body: Mapping[str, Any]) -> bool:
     return body["messages"][-1]["role"] == "tool" and any(
         m["role"] == "user" and "cut me" in str(m["content"]) for m in body["messages"][-4:]
     )

@@ -121,3 +121,16 @@ async def test_frames_at_the_size_limit_plus_or_minus_one(vernis: Vernis, delta:
         await still_open(client)
     async with vernis.opened() as client:
         await still_open(client)
+
+
+async def test_a_flood_of_malformed_frames_is_answered_then_closed_with_1008(vernis: Vernis) -> None:
+    """60 malformed frames within 10 s each get invalid_message; the 61st closes the socket with 1008 (flood), and the member's next socket works."""
+    async with vernis.opened() as client:
+        for n in range(60):
+            await client.send_raw(f'{{"type": "nonsense-{n}"')
+        errors = [await client.recv() for _ in range(60)]
+        assert {(e["type"], e["code"]) for e in errors} == {("error", "invalid_message")}
+        await client.send_raw(b"\x00binary")
+        assert await closed_with(client) == 1008
+    async with vernis.opened() as client:
+        await still_open(client)

@@ -157,7 +157,7 @@ async def test_every_command_taking_an_id_answers_a_foreign_id_as_a_missing_one(
         missing = {key: str(uuid.uuid4()) for key in ("conversation", "message", "approval")}
         targets["missing"] = missing
         before = await sql(vernis, "SELECT id, title, updated_at FROM assistant_conversation ORDER BY id")
-        commands = [
+        commands: list[tuple[str, str, dict[str, Any]]] = [
             ("load_conversation", "conversation", {}),
             ("rename_conversation", "conversation", {"title": "pwned"}),
             ("delete_conversation", "conversation", {}),

@@ -10,6 +10,7 @@ The browser fixtures are the UI tests' own (`tests/ui/conftest.py`), on the sess
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -147,7 +148,7 @@ async def add_contact(vernis: Vernis, first_name: str, company: str) -> str:
     return str(contact_id)
 
 
-def after_tool(body: dict[str, Any]) -> bool:
+def after_tool(body: Mapping[str, Any]) -> bool:
     return bool(body["messages"]) and body["messages"][-1]["role"] == "tool"
 
 
