@@ -39,6 +39,8 @@ from vernis.db.transactions import transactions_for
 from vernis.guards import GuardPolicy, GuardService
 from vernis.identity.service import IdentityService
 from vernis.identity.tokens import TokenVerifier
+from vernis.metrics import Metrics
+from vernis.ops import ops_routes
 from vernis.services.answers import AnswerService, RunningAnswer
 from vernis.services.hub import EventHub, MemoryHub
 from vernis.services.limits import MemberRateLimiter, MemorySocketCap, RateLimiter, SocketCap
@@ -203,7 +205,8 @@ def create_app(
         if recovered:
             logger.warning("%d answers were interrupted by the last shutdown; marked failed", recovered)
         hub_upkeep = asyncio.create_task(event_hub.run(), name="hub upkeep")
-        answers = AnswerService(store=store, hub=event_hub, model=chat_model)
+        metrics = Metrics()
+        answers = AnswerService(store=store, hub=event_hub, model=chat_model, metrics=metrics)
         event_hub.on_stop(answers.stop)
         if isinstance(event_hub, RedisHub):
             event_hub.on_orphan(answers.end_orphan)
@@ -234,6 +237,7 @@ def create_app(
             guards=GuardService(GuardPolicy(config.guards), engine),
             scripted=scripted,
             shared=redis is not None,
+            metrics=metrics,
         )
         logger.info(
             "vernis started",
@@ -274,6 +278,7 @@ def create_app(
         Route("/healthz", healthz),
         Route("/readyz", readyz),
         *api_routes(),
+        *ops_routes(),
         *demo_routes,
         *web_routes(),
     ]

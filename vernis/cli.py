@@ -19,9 +19,11 @@ import contextlib
 import ipaddress
 import logging
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -30,6 +32,7 @@ import uvicorn
 from pydantic import ValidationError
 
 from vernis.exceptions import ConfigError
+from vernis.metrics import MULTIPROC_ENV
 from vernis.settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -189,18 +192,24 @@ def _serve_workers(
         threading.Thread(
             target=lambda: asyncio.run(side.serve(sockets=sockets)), name="scripted model", daemon=True
         ).start()
+    # /metrics shows every worker's values (vernis.metrics): a directory of this run, made empty.
+    metrics_dir = tempfile.mkdtemp(prefix="vernis-metrics-")
+    environment[MULTIPROC_ENV] = metrics_dir
     os.environ.update({name: value for name, value in environment.items() if value})
     signal.signal(signal.SIGTERM, _stopped_gracefully)
-    uvicorn.run(
-        "vernis.app:app_from_environment",
-        factory=True,
-        workers=args.workers,
-        host=args.host,
-        port=args.port,
-        log_config=None,
-        log_level=settings.log_level.lower(),
-        **uvicorn_options(settings),
-    )
+    try:
+        uvicorn.run(
+            "vernis.app:app_from_environment",
+            factory=True,
+            workers=args.workers,
+            host=args.host,
+            port=args.port,
+            log_config=None,
+            log_level=settings.log_level.lower(),
+            **uvicorn_options(settings),
+        )
+    finally:
+        shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0
 
 

@@ -95,6 +95,9 @@ class Settings(BaseSettings):
     shutdown_grace: float = 10.0
     auth_check_interval: float = 30.0
     log_level: str = "INFO"
+    # Operations (SPEC §15): a bearer token /metrics asks for when set; the admin API's, off when unset.
+    metrics_token: str | None = Field(default=None, repr=False)
+    admin_token: str | None = Field(default=None, repr=False)
     log_format: str = "json"
 
     @field_validator("allowed_origins", mode="before")

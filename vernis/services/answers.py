@@ -25,8 +25,9 @@ from uuid import UUID, uuid4
 
 from vernis.context.window import ConversationWindow, WindowEntry
 from vernis.db.models import MessageRole, MessageStatus
-from vernis.exceptions import LLMError, VernisError
+from vernis.exceptions import LLMError, LLMNotConfigured, LLMStalled, LLMTruncated, VernisError
 from vernis.logs import conversation_context
+from vernis.metrics import Metrics
 from vernis.services import events
 from vernis.services.assistant import (
     AnswerEvent,
@@ -90,10 +91,13 @@ AnswerStored = Callable[[RunningAnswer, str], Awaitable[None]]
 
 
 class AnswerService:
-    def __init__(self, *, store: ConversationStore, hub: EventHub, model: ChatModel) -> None:
+    def __init__(
+        self, *, store: ConversationStore, hub: EventHub, model: ChatModel, metrics: Metrics | None = None
+    ) -> None:
         self._store = store
         self._hub = hub
         self._model = model
+        self._metrics = metrics or Metrics()
         self._running: dict[UUID, RunningAnswer] = {}
         self._stored_hooks: list[AnswerStored] = []
         self._flusher: asyncio.Task[None] | None = None
@@ -115,6 +119,7 @@ class AnswerService:
         """Run an answer; the caller already holds the conversation's lease as `owner`."""
         answer = RunningAnswer(spec, message_id=spec.message_id, owner=owner)
         self._running[spec.conversation_id] = answer
+        self._metrics.answers_in_flight.inc()
         answer.task = asyncio.create_task(self._run(answer), name=f"answer {spec.conversation_id}")
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush_periodically(), name="answer flusher")
@@ -365,6 +370,7 @@ class AnswerService:
         self._running.pop(conversation_id, None)
         await self._hub.release(conversation_id, answer.owner)
         ended = time.monotonic()
+        self._record(answer, status, error, ended)
         logger.info(
             "answer %s",
             status.value,
@@ -384,3 +390,33 @@ class AnswerService:
                 await hook(answer, status)
             except Exception:
                 logger.exception("an answer hook failed")
+
+    def _record(
+        self, answer: RunningAnswer, status: MessageStatus, error: VernisError | None, ended: float
+    ) -> None:
+        """The answer's metrics (vernis.metrics), once, at its end."""
+        metrics = self._metrics
+        metrics.answers_in_flight.dec()
+        if isinstance(error, LLMError):
+            metrics.llm_errors.labels(_fault_kind(error)).inc()
+        first = answer.first_token_at
+        metrics.answer_ended(
+            model=answer.spec.loop.model,
+            outcome=status.value,
+            duration=ended - answer.started_at,
+            time_to_first_chunk=None if first is None else first - answer.started_at,
+            input_tokens=answer.prompt_tokens,
+            output_tokens=answer.completion_tokens,
+            tool_outcomes=[(call["tool_name"], call["status"]) for call in answer.tool_calls],
+        )
+
+
+def _fault_kind(error: LLMError) -> str:
+    """A metric label for an upstream fault: `stalled`, `truncated`, `unavailable`, `not_configured`."""
+    if isinstance(error, LLMStalled):
+        return "stalled"
+    if isinstance(error, LLMTruncated):
+        return "truncated"
+    if isinstance(error, LLMNotConfigured):
+        return "not_configured"
+    return "unavailable"

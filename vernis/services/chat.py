@@ -53,6 +53,7 @@ async def send_user_message(
     if retry_after is None:
         retry_after = await services.member_limiter.hit(member.id)
     if retry_after is not None:
+        services.metrics.messages_refused.labels("rate_limited").inc()
         raise RateLimited(retry_after)
     session.rate.hit()
 

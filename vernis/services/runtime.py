@@ -10,6 +10,7 @@ from vernis.context.page import PageContextResolver
 from vernis.context.window import WindowCache
 from vernis.guards import GuardService
 from vernis.identity.service import IdentityService
+from vernis.metrics import Metrics
 from vernis.services.answers import AnswerService
 from vernis.services.hub import EventHub
 from vernis.services.limits import RateLimiter, SocketCap
@@ -45,3 +46,5 @@ class Services:
     draining: bool = False
     # Personal data and prompt injection (vernis.guards); the defaults unless the app sets it.
     guards: GuardService = field(default_factory=GuardService)
+    # What /metrics shows (vernis.metrics).
+    metrics: Metrics = field(default_factory=Metrics)

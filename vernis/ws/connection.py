@@ -40,6 +40,8 @@ __all__ = ["Connection", "ConnectionState"]
 logger = logging.getLogger("vernis.ws")
 
 SEND_QUEUE_FRAMES = 4096
+# Frames are counted in the socket and added to the metrics this many at a time (and at its close).
+FRAMES_BATCH = 256
 # How long a socket that is closing may take to send its queued frames and the close frame.
 CLOSE_FLUSH_SECONDS = 2.0
 
@@ -64,6 +66,9 @@ class Connection:
         self._wakeup: asyncio.Future[None] | None = None
         self._flood = SlidingWindow(self.settings.flood_limit)
         self._expiry: asyncio.TimerHandle | None = None
+        # Frames not yet added to the metrics (FRAMES_BATCH).
+        self._frames_in = 0
+        self._frames_out = 0
         self.session = Session(services, identity, self)
 
     @property
@@ -76,6 +81,8 @@ class Connection:
         """Run the socket until it closes. The caller has accepted the handshake."""
         writer = asyncio.create_task(self._write_loop())
         self._arm_expiry()
+        metrics = self.services.metrics
+        metrics.sockets_open.inc()
         try:
             await self.session.open(conversation_id, after_seq)
             await self._read_loop()
@@ -92,6 +99,10 @@ class Connection:
             if not writer.done():
                 writer.cancel()
             await asyncio.gather(writer, return_exceptions=True)
+            metrics.sockets_open.dec()
+            metrics.frames_in.inc(self._frames_in)
+            metrics.frames_out.inc(self._frames_out)
+            self._frames_in = self._frames_out = 0
 
     def close(self, code: CloseCode) -> None:
         """Send what is queued, then close with `code`."""
@@ -108,6 +119,10 @@ class Connection:
     def _push(self, item: str | CloseCode) -> bool:
         """Send a frame now if the socket takes it at once, else queue it (or the close) for the
         writer; False when the queue is full."""
+        self._frames_out += 1
+        if self._frames_out >= FRAMES_BATCH:
+            self.services.metrics.frames_out.inc(self._frames_out)
+            self._frames_out = 0
         frames = self._frames
         if not frames and self._wakeup is not None and type(item) is str and self._send_now(item):
             return True
@@ -185,6 +200,10 @@ class Connection:
             message = await receive()
             if message["type"] == "websocket.disconnect":
                 return
+            self._frames_in += 1
+            if self._frames_in >= FRAMES_BATCH:
+                self.services.metrics.frames_in.inc(self._frames_in)
+                self._frames_in = 0
             if self._flood.hit() is not None:
                 logger.warning("command flood, closing")
                 self.close(CloseCode.POLICY_VIOLATION)

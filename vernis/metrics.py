@@ -1,0 +1,118 @@
+"""What `/metrics` shows (SPEC §15), in the Prometheus text format, through prometheus-client.
+
+One `Metrics` per app, each with a registry of its own (several apps in one process, as in tests,
+do not add up). With several worker processes (`vernis serve --workers N`) the supervisor sets
+`PROMETHEUS_MULTIPROC_DIR` to a directory of its run before the workers start: each worker then
+writes its values to files there, and whichever worker is scraped reads all of them
+(prometheus-client's multiprocess mode), so a scrape shows the whole server, not one worker.
+Gauges add up the live workers only (`livesum`).
+
+Names follow the OpenTelemetry GenAI conventions where one exists, `vernis_…` otherwise. No label
+holds a member, organization or conversation id. Nothing here is called per streamed delta: an
+answer is recorded once, at its end; frames are counted in batches by the socket.
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
+
+__all__ = ["CONTENT_TYPE", "MULTIPROC_ENV", "Metrics"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+# Chat latencies: a first token in 50 ms (a cache) to an answer of a minute with tool rounds.
+SECONDS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0)
+# Tokens of one answer: a short reply to a long context (the OpenTelemetry advice, shortened).
+TOKENS = (16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.multiprocess = MULTIPROC_ENV in os.environ
+        self.registry = CollectorRegistry(auto_describe=True)
+        registry = self.registry
+        self.sockets_open = Gauge(
+            "vernis_sockets_open",
+            "Assistant sockets open now.",
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
+        self.answers_in_flight = Gauge(
+            "vernis_answers_in_flight",
+            "Answers being written now.",
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
+        self.answers = Counter("vernis_answers", "Answers ended, by outcome.", ["outcome"], registry=registry)
+        self.time_to_first_chunk = Histogram(
+            "gen_ai_client_operation_time_to_first_chunk_seconds",
+            "Time from the start of an answer to its first streamed text.",
+            ["gen_ai_operation_name", "gen_ai_request_model"],
+            buckets=SECONDS,
+            registry=registry,
+        )
+        self.duration = Histogram(
+            "gen_ai_client_operation_duration_seconds",
+            "Duration of an answer, tool rounds included.",
+            ["gen_ai_operation_name", "gen_ai_request_model"],
+            buckets=SECONDS,
+            registry=registry,
+        )
+        self.token_usage = Histogram(
+            "gen_ai_client_token_usage",
+            "Tokens of an answer, by type (input, output); the _sum is the total.",
+            ["gen_ai_operation_name", "gen_ai_request_model", "gen_ai_token_type"],
+            buckets=TOKENS,
+            registry=registry,
+        )
+        self.tool_calls = Counter(
+            "vernis_tool_calls", "Tool calls, by tool and outcome.", ["tool", "outcome"], registry=registry
+        )
+        self.llm_errors = Counter(
+            "vernis_llm_errors", "Upstream model faults, by kind.", ["kind"], registry=registry
+        )
+        self.messages_refused = Counter(
+            "vernis_messages_refused",
+            "User messages refused before any model call, by reason (rate_limited, quota_exceeded).",
+            ["reason"],
+            registry=registry,
+        )
+        self.frames = Counter(
+            "vernis_frames", "WebSocket frames, by direction (in, out).", ["direction"], registry=registry
+        )
+        self.frames_in = self.frames.labels("in")
+        self.frames_out = self.frames.labels("out")
+
+    def answer_ended(
+        self,
+        *,
+        model: str,
+        outcome: str,
+        duration: float,
+        time_to_first_chunk: float | None,
+        input_tokens: int,
+        output_tokens: int,
+        tool_outcomes: list[tuple[str, str]],
+    ) -> None:
+        """Everything one answer adds, recorded at its end."""
+        self.answers.labels(outcome).inc()
+        self.duration.labels("chat", model).observe(duration)
+        if time_to_first_chunk is not None:
+            self.time_to_first_chunk.labels("chat", model).observe(time_to_first_chunk)
+        if input_tokens or output_tokens:
+            self.token_usage.labels("chat", model, "input").observe(input_tokens)
+            self.token_usage.labels("chat", model, "output").observe(output_tokens)
+        for tool, tool_outcome in tool_outcomes:
+            self.tool_calls.labels(tool, tool_outcome).inc()
+
+    def render(self) -> bytes:
+        """The text format of every value: this process's, or every worker's in multiprocess mode."""
+        if self.multiprocess:
+            registry = CollectorRegistry()
+            MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+            return generate_latest(registry)
+        return generate_latest(self.registry)
