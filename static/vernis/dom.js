@@ -37,6 +37,7 @@ const ICONS = {
   pencil: "M4 20h4L19 9l-4-4L4 16v4ZM13.5 6.5l4 4",
   trash: "M5 7h14M10 7V5h4v2M7 7l1 12h8l1-12",
   back: "M15 6l-6 6 6 6",
+  copy: "M9 9h10v10H9zM5 15V5h10",
 };
 
 export function icon(name) {

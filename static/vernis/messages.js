@@ -2,7 +2,7 @@
 // their approve / reject buttons, notices. Plain DOM; all text from the server goes in as text,
 // except the answer's markdown, which goes through the sanitizing renderer.
 
-import { filledIcon, h, humanize } from "./dom.js";
+import { filledIcon, h, humanize, icon } from "./dom.js";
 
 const STATUS_LABELS = {
   running: "Running…",
@@ -66,16 +66,40 @@ export class MessageList {
 
   // --- user messages ---------------------------------------------------------------------------
 
-  addUser(content, { pending = false } = {}) {
+  addUser(content, { pending = false, createdAt = null } = {}) {
     this.hideEmpty();
     // `dir="auto"`: a message in a right-to-left language reads right to left, whatever the page's.
     const bubble = h("div", { class: "bubble", dir: "auto" }, content);
     const element = h("div", { class: "msg user", "data-pending": pending ? "" : null }, [
       h("span", { class: "sr-only" }, "You said:"),
       bubble,
+      h("div", { class: "msg-meta" }, [timestamp(createdAt), this.copyButton(() => content, "Copy message")]),
     ]);
     this.append(element, true);
     return element;
+  }
+
+  /** A button copying `text()` to the clipboard; it says "Copied" for a moment. */
+  copyButton(text, label = "Copy") {
+    const button = h("button", { type: "button", class: "icon-button small copy", "aria-label": label, title: label }, [icon("copy")]);
+    button.addEventListener("click", async () => {
+      let done = false;
+      try {
+        await navigator.clipboard.writeText(text());
+        done = true;
+      } catch {
+        done = false;
+      }
+      button.setAttribute("data-copied", done ? "" : "failed");
+      button.setAttribute("aria-label", done ? "Copied" : "Copy failed");
+      button.title = done ? "Copied" : "Copy failed";
+      setTimeout(() => {
+        button.removeAttribute("data-copied");
+        button.setAttribute("aria-label", label);
+        button.title = label;
+      }, 1500);
+    });
+    return button;
   }
 
   /** The last message sent was refused (not stored): mark it. */
@@ -102,11 +126,11 @@ export class MessageList {
 
   historyMessage(message) {
     if (message.role === "user") {
-      this.addUser(message.content);
+      this.addUser(message.content, { createdAt: message.created_at });
       return;
     }
     // As it streamed: the text up to each call's `text_offset` (code points), then its card.
-    const answer = this.startAnswer(message.message_id);
+    const answer = this.startAnswer(message.message_id, { createdAt: message.created_at });
     const chars = Array.from(message.content || "");
     let at = 0;
     for (const call of message.tool_calls || []) {
@@ -136,7 +160,7 @@ export class MessageList {
 
   // --- answers ---------------------------------------------------------------------------------
 
-  startAnswer(messageId, { streaming = false } = {}) {
+  startAnswer(messageId, { streaming = false, createdAt = null } = {}) {
     this.hideEmpty();
     let answer = this.answers.get(messageId);
     if (answer) {
@@ -155,7 +179,7 @@ export class MessageList {
         { class: "msg assistant", "data-message-id": messageId, "aria-label": "Assistant" },
         [body, footer],
       );
-      answer = { id: messageId, element, body, footer, parts: [] };
+      answer = { id: messageId, element, body, footer, parts: [], createdAt: createdAt || new Date().toISOString() };
       this.answers.set(messageId, answer);
       this.append(element, true);
     }
@@ -238,6 +262,8 @@ export class MessageList {
       footer.push(h("span", { class: "answer-state failed" }, "This answer did not finish."));
     }
     footer.push(this.feedbackButtons(answer.id));
+    footer.push(this.copyButton(() => answer.parts.filter((part) => part.kind === "text").map((part) => part.text).join("\n\n"), "Copy answer"));
+    footer.push(timestamp(answer.createdAt));
     answer.footer.replaceChildren(...footer);
     if (!answer.parts.length && !answer.failed) {
       answer.body.append(h("p", { class: "answer-empty" }, stopped ? "Stopped before answering." : "No answer."));
@@ -452,6 +478,19 @@ export class MessageList {
   scrollToBottom() {
     this.log.scrollTop = this.log.scrollHeight;
   }
+}
+
+/** "14:05" (the date too when not today), with the full date and time on hover. */
+function timestamp(iso) {
+  const when = iso ? new Date(iso) : new Date();
+  if (Number.isNaN(when.getTime())) {
+    return null;
+  }
+  const today = new Date().toDateString() === when.toDateString();
+  const short = today
+    ? when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
+    : when.toLocaleString([], { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
+  return h("time", { class: "msg-time", datetime: when.toISOString(), title: when.toLocaleString() }, short);
 }
 
 // --- readable values: what a tool was given, what it returned, what a write would change --------

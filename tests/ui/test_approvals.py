@@ -116,7 +116,8 @@ async def test_an_approval_shows_every_argument(login_page: UI) -> None:
 SNAPSHOT = """(log) => {
     const rows = [];
     const walk = (element, depth) => {
-        const own = Array.from(element.childNodes)
+        // A time's text is the local clock (live) or the stored time (history): the element, not the minute.
+        const own = element.tagName === "TIME" ? "" : Array.from(element.childNodes)
             .filter((node) => node.nodeType === Node.TEXT_NODE)
             .map((node) => node.textContent.trim())
             .join(" ")

@@ -1,0 +1,75 @@
+"""What people expect of a chat panel (SPEC §11): copy a message, see when it was sent on hover, and
+quick actions laid out evenly."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from playwright.async_api import expect
+
+from tests.fixtures.server import Vernis
+from tests.ui.conftest import UI, OpenUI
+from vernis.scripted import Reply
+
+ANSWER = "Here is **the plan**:\n\n1. Call Jane\n2. Send the quote"
+
+
+async def test_copy_a_message_and_an_answer(ui: UI) -> None:
+    """The copy buttons put the user's text and the answer's markdown on the clipboard and say "Copied"."""
+    await ui.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=ui.url)
+    ui.vernis.scripted.add(Reply(ANSWER), match="plan")
+    await ui.open()
+    await ui.send("what is the plan?")
+    answer = await ui.answered()
+    copy = answer.get_by_role("button", name="Copy answer")
+    await copy.click()
+    await expect(answer.get_by_role("button", name="Copied")).to_be_visible()
+    assert await ui.page.evaluate("navigator.clipboard.readText()") == ANSWER
+    user = ui.log.locator(".msg.user")
+    await user.hover()
+    await user.get_by_role("button", name="Copy message").click()
+    assert await ui.page.evaluate("navigator.clipboard.readText()") == "what is the plan?"
+    await ui.screenshot("copy.png")
+
+
+async def test_hovering_a_message_shows_when_it_was_sent(ui: UI) -> None:
+    """A message's time shows on hover (hidden otherwise), with the full date as its title; after a reload it is the stored time."""
+    ui.vernis.scripted.add(Reply("Noted."), match="note")
+    await ui.open()
+    await ui.send("note this")
+    await ui.answered()
+    await ui.page.reload()
+    await ui.connected()
+    time = ui.log.locator(".msg.user .msg-time")
+    await expect(time).to_be_hidden()
+    await ui.log.locator(".msg.user .bubble").hover()
+    await expect(time).to_be_visible()
+    stamp = await time.get_attribute("datetime")
+    assert stamp is not None
+    sent = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    assert abs((datetime.now(sent.tzinfo) - sent).total_seconds()) < 600
+    assert ":" in await time.inner_text()
+    assert await time.get_attribute("title")
+    answer_time = ui.answers().last.locator(".msg-time")
+    await ui.answers().last.hover()
+    await expect(answer_time).to_be_visible()
+    await ui.screenshot("timestamps.png")
+
+
+async def test_quick_actions_are_laid_out_evenly(vernis: Vernis, open_ui: OpenUI) -> None:
+    """Every quick action button has the same width and height, in the side panel and in full screen."""
+    ui = await open_ui(vernis, email="owner@acme.test", viewport=(1440, 900))
+    await ui.open()
+    buttons = ui.log.locator(".quick-actions:not(.page-actions) .quick-action")
+    await expect(buttons.first).to_be_visible()
+    for state in ("side", "full"):
+        if state == "full":
+            await ui.panel.get_by_role("button", name="Expand to full screen").click()
+            await expect(ui.panel).to_have_css("width", "1440px")
+        boxes = [await button.bounding_box() for button in await buttons.all()]
+        widths = {round(box["width"]) for box in boxes if box}
+        heights = {round(box["height"]) for box in boxes if box}
+        assert len(boxes) >= 6
+        assert max(widths) - min(widths) <= 1, (state, widths)
+        assert max(heights) - min(heights) <= 1, (state, heights)
+        await ui.screenshot(f"quick-actions-{state}.png")
