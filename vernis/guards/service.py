@@ -19,7 +19,6 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 from uuid import UUID
@@ -28,6 +27,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vernis.db.models import AuditEntry, table_of
+from vernis.guards._worker import ScanWorkers
 from vernis.guards.findings import Action, Category, Location
 from vernis.guards.policy import GuardPolicy, OrganizationPolicy
 from vernis.guards.scan import Decided, ScanResult, scan_text
@@ -201,7 +201,7 @@ class GuardService:
         self.policy = policy if policy is not None else GuardPolicy()
         self._engine = engine
         self._scanner = scanner
-        self._executor: ThreadPoolExecutor | None = None
+        self._workers = ScanWorkers(_WORKERS)
         self._counts: Counter[tuple[str, str, str]] = Counter()
 
     def finding_counts(self) -> dict[tuple[str, str, str], int]:
@@ -307,11 +307,12 @@ class GuardService:
     # --- running, counting, auditing --------------------------------------------------------------
 
     async def _scan(self, work: Callable[[], _T]) -> _T:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(_WORKERS, thread_name_prefix="vernis-guard")
-        future = asyncio.get_running_loop().run_in_executor(self._executor, work)
         try:
-            return await asyncio.wait_for(future, self.policy.timeout)
+            return await asyncio.wait_for(self._workers.submit(work), self.policy.timeout)
+        except TimeoutError:
+            logger.error("guard scan missed its %.1f s deadline; blocked", self.policy.timeout)
+            self._workers.replace_stuck()
+            raise
         except Exception:
             logger.exception("guard scan failed; blocked")
             raise
