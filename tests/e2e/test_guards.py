@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +136,7 @@ async def add_contact_with_note(vernis: Vernis, note: str) -> str:
     return str(contact_id)
 
 
-def last_tool_result(body: dict[str, Any]) -> str:
+def last_tool_result(body: Mapping[str, Any]) -> str:
     last = body["messages"][-1]
     return str(last["content"]) if last["role"] == "tool" else ""
 
