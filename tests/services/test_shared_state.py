@@ -335,3 +335,16 @@ async def test_the_lease_goes_with_the_end_of_the_answer_in_redis(redis_url: str
     finally:
         await hub.aclose()
         await client.aclose()
+
+
+async def test_hundreds_of_concurrent_calls_wait_for_a_pooled_connection(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """300 sockets hitting the Redis rate limit at once through a pool of 4 connections all get an answer (they wait for a connection), none an error."""
+    client = redis_client(redis_url, max_connections=4)
+    limiter = RedisRateLimiter(client, RateLimit(10_000, 60), prefix=redis_prefix)
+    try:
+        results = await asyncio.gather(*(limiter.hit(uuid.uuid4()) for _ in range(300)))
+        assert results == [None] * 300
+    finally:
+        await client.aclose()

@@ -177,15 +177,20 @@ return 1
 """
 
 
-def redis_client(url: str) -> aioredis.Redis:
-    """A client with bounded timeouts: a Redis that stops answering fails a call, never hangs it."""
-    return aioredis.Redis.from_url(
+def redis_client(url: str, max_connections: int = 32) -> aioredis.Redis:
+    """A client with bounded timeouts (a Redis that stops answering fails a call, never hangs it)
+    and a bounded pool that makes a caller wait for a free connection: hundreds of sockets asking
+    at once share `max_connections`, rather than failing (`MaxConnectionsError`) or opening one each."""
+    pool = aioredis.BlockingConnectionPool.from_url(
         url,
+        max_connections=max_connections,
+        timeout=5.0,
         decode_responses=True,
         socket_connect_timeout=2.0,
         socket_timeout=5.0,
         health_check_interval=15,
     )
+    return aioredis.Redis.from_pool(pool)  # closing the client closes its pool
 
 
 def _kind(event: events.Event) -> tuple[str, str]:
