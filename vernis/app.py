@@ -47,9 +47,11 @@ from vernis.services.limits import MemberRateLimiter, MemorySocketCap, RateLimit
 from vernis.services.llm import ChatModel
 from vernis.services.openai_model import OpenAIChatModel
 from vernis.services.persistence import ConversationStore
+from vernis.services.quotas import MemoryQuotaCounter, QuotaPolicy, QuotaService, RedisQuotaCounter
 from vernis.services.redis_hub import RedisHub, RedisRateLimiter, RedisSocketCap, redis_client
 from vernis.services.runtime import Services
 from vernis.services.titles import TitleService
+from vernis.services.usage import UsageStore
 from vernis.settings import Settings, load_settings
 from vernis.tools import PagePattern, QuickAction, Toolkit, load_toolkits
 from vernis.tools.approvals import ApprovalService
@@ -207,6 +209,30 @@ def create_app(
         hub_upkeep = asyncio.create_task(event_hub.run(), name="hub upkeep")
         metrics = Metrics()
         answers = AnswerService(store=store, hub=event_hub, model=chat_model, metrics=metrics)
+        quotas = QuotaService(
+            QuotaPolicy(
+                config.quotas,
+                member_daily_tokens=settings.member_daily_tokens,
+                org_monthly_tokens=settings.org_monthly_tokens,
+            ),
+            RedisQuotaCounter(redis) if redis is not None else MemoryQuotaCounter(),
+            UsageStore(engine),
+            prefix=settings.redis_prefix,
+        )
+
+        async def count_usage(answer: RunningAnswer, status: str) -> None:
+            spec = answer.spec
+            if spec.member_id is not None and spec.organization_id is not None:
+                input_tokens, output_tokens = answer.tokens()
+                await quotas.record(
+                    organization_id=spec.organization_id,
+                    member_id=spec.member_id,
+                    model=spec.loop.model,
+                    input_tokens=input_tokens,
+                    output_tokens=output_tokens,
+                )
+
+        answers.on_usage(count_usage)
         event_hub.on_stop(answers.stop)
         if isinstance(event_hub, RedisHub):
             event_hub.on_orphan(answers.end_orphan)
@@ -238,6 +264,7 @@ def create_app(
             scripted=scripted,
             shared=redis is not None,
             metrics=metrics,
+            quotas=quotas,
         )
         logger.info(
             "vernis started",

@@ -28,6 +28,14 @@
     [guards.organizations."acme"]            # the host's organization id (the token's `org`)
     actions = { phone = "redact" }
     allow_phrases = ["ignore previous instructions"]
+    [quotas]                                 # token quotas (SPEC §15); 0 = no quota
+    member_daily_tokens = 200000             # VERNIS_MEMBER_DAILY_TOKENS wins over this
+    org_monthly_tokens = 20000000            # VERNIS_ORG_MONTHLY_TOKENS wins over this
+    [quotas.roles.admin]
+    member_daily_tokens = 500000             # a role's wins over the organization's and the default
+    [quotas.organizations."acme"]
+    member_daily_tokens = 100000
+    org_monthly_tokens = 0
 
 Secrets never go in the file: a string value may name an environment variable as `${NAME}`.
 `load_config` validates the whole file before anything uses it: a mistake raises `ConfigError`
@@ -63,6 +71,7 @@ __all__ = [
     "McpServerEntry",
     "PageEntry",
     "PageResolve",
+    "QuotasSection",
     "load_config",
 ]
 
@@ -211,6 +220,27 @@ class GuardsSection(GuardOrganizationSection):
     ] = Field(default_factory=dict)
 
 
+class QuotaValues(_Section):
+    """Token quotas (SPEC §15); None: not set here; 0: no quota."""
+
+    member_daily_tokens: Annotated[int, Field(ge=0)] | None = None
+    org_monthly_tokens: Annotated[int, Field(ge=0)] | None = None
+
+
+class RoleQuota(_Section):
+    member_daily_tokens: Annotated[int, Field(ge=0)] | None = None
+
+
+class QuotasSection(QuotaValues):
+    """The defaults (below the `VERNIS_*_TOKENS` settings), and overrides per role and per
+    organization (the host's organization id, the token's `org`)."""
+
+    roles: dict[_Name, RoleQuota] = Field(default_factory=dict)
+    organizations: dict[Annotated[str, StringConstraints(min_length=1, max_length=255)], QuotaValues] = (
+        Field(default_factory=dict)
+    )
+
+
 class HostConfig(_Section):
     assistant: AssistantSection = Field(default_factory=AssistantSection)
     roles: dict[_Name, RoleSection] = Field(default_factory=dict)
@@ -219,6 +249,7 @@ class HostConfig(_Section):
     pages: list[PageEntry] = Field(default_factory=list)
     quick_actions: list[QuickActionEntry] = Field(default_factory=list)
     guards: GuardsSection = Field(default_factory=GuardsSection)
+    quotas: QuotasSection = Field(default_factory=QuotasSection)
     # Where it was read from (None: no file, the defaults).
     path: Path | None = None
 

@@ -5,6 +5,7 @@
     │   ├── InvalidMessage          malformed frame, unknown type, bad field  (invalid_message)
     │   ├── MessageTooLong          content over 8,000 characters             (message_too_long)
     │   ├── RateLimited             over a rate limit                         (rate_limited)
+    │   │   └── QuotaExceeded       over a token quota (SPEC §15)             (quota_exceeded)
     │   ├── ResponseInProgress      an answer already streams here            (response_in_progress)
     │   ├── NotFound                no such conversation for this member      (not_found)
     │   ├── Unavailable             the database or Redis is down; try again  (unavailable)
@@ -26,6 +27,8 @@ an arbitrary exception, which may carry SQL, stack details or another tenant's d
 
 from __future__ import annotations
 
+from typing import Literal
+
 __all__ = [
     "AuthError",
     "ClientError",
@@ -40,6 +43,7 @@ __all__ = [
     "MessageBlocked",
     "MessageTooLong",
     "NotFound",
+    "QuotaExceeded",
     "RateLimited",
     "ResponseInProgress",
     "Unavailable",
@@ -81,6 +85,30 @@ class RateLimited(ClientError):
     def __init__(self, retry_after_ms: int, public_message: str | None = None) -> None:
         super().__init__(public_message)
         self.retry_after_ms = retry_after_ms
+
+
+class QuotaExceeded(RateLimited):
+    """A token quota is used up (SPEC §15): the message was neither stored nor sent to the model.
+    `scope` is "member" (per day) or "organization" (per month); `reset_at` is ISO 8601 UTC."""
+
+    code = "quota_exceeded"
+    default_message = "The assistant's allowance is used up for now."
+
+    def __init__(
+        self,
+        retry_after_ms: int,
+        *,
+        scope: Literal["member", "organization"],
+        limit: int,
+        used: int,
+        reset_at: str,
+        public_message: str,
+    ) -> None:
+        super().__init__(retry_after_ms, public_message)
+        self.scope = scope
+        self.limit = limit
+        self.used = used
+        self.reset_at = reset_at
 
 
 class ResponseInProgress(ClientError):

@@ -98,6 +98,9 @@ class Settings(BaseSettings):
     # Operations (SPEC §15): a bearer token /metrics asks for when set; the admin API's, off when unset.
     metrics_token: str | None = Field(default=None, repr=False)
     admin_token: str | None = Field(default=None, repr=False)
+    # Token quotas (SPEC §15): per member per UTC day, per organization per UTC month; None: none.
+    member_daily_tokens: int | None = Field(default=None, ge=0)
+    org_monthly_tokens: int | None = Field(default=None, ge=0)
     log_format: str = "json"
 
     @field_validator("allowed_origins", mode="before")

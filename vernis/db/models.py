@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -34,6 +34,7 @@ __all__ = [
     "OrgAIRules",
     "Organization",
     "UTCDateTime",
+    "Usage",
     "table_of",
     "utcnow",
 ]
@@ -140,6 +141,9 @@ class Member(SQLModel, table=True):
     )
     # A removed member keeps their rows (audit) but can no longer connect; open sockets close (4401).
     removed_at: datetime | None = Field(default=None, sa_type=_tz())
+    # The admin API's revocation (SPEC §15): tokens issued at or before it are refused, and the
+    # member's open sockets close (4401); a token issued later lets them in again.
+    tokens_revoked_at: datetime | None = Field(default=None, sa_type=_tz())
     created_at: datetime = Field(default_factory=utcnow, sa_type=_tz())
 
 
@@ -276,3 +280,20 @@ class AuditEntry(SQLModel, table=True):
         default=None, foreign_key="assistant_approval.id", ondelete="SET NULL"
     )
     created_at: datetime = Field(default_factory=utcnow, sa_type=_tz())
+
+
+class Usage(SQLModel, table=True):
+    """Tokens spent, per member, UTC day and model (SPEC §15): what `GET /api/assistant/usage` shows
+    and what the token quotas start from. Added to at the end of each answer; kept when the member's
+    conversations are deleted."""
+
+    __tablename__ = "assistant_usage"
+    __table_args__ = (sa.Index("ix_usage_org_day", "organization_id", "day"),)
+
+    member_id: uuid.UUID = Field(foreign_key="member.id", ondelete="CASCADE", primary_key=True)
+    day: date = Field(primary_key=True)
+    model: str = Field(max_length=255, primary_key=True)
+    organization_id: uuid.UUID = Field(foreign_key="organization.id", ondelete="CASCADE")
+    input_tokens: int = Field(default=0, sa_type=sa.BigInteger())
+    output_tokens: int = Field(default=0, sa_type=sa.BigInteger())
+    answers: int = Field(default=0)

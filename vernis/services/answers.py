@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID, uuid4
 
+import orjson
+
 from vernis.context.window import ConversationWindow, WindowEntry
 from vernis.db.models import MessageRole, MessageStatus
 from vernis.exceptions import LLMError, LLMNotConfigured, LLMStalled, LLMTruncated, VernisError
@@ -41,6 +43,7 @@ from vernis.services.assistant import (
 from vernis.services.hub import EventHub
 from vernis.services.llm import ChatModel
 from vernis.services.persistence import ConversationStore, MessageUpdate
+from vernis.services.usage import estimate_tokens
 from vernis.tools.runner import ToolRunner
 
 __all__ = ["AnswerService", "AnswerSpec", "RunningAnswer"]
@@ -61,6 +64,9 @@ class AnswerSpec:
     # The first user message of the conversation when this answer completes its first exchange
     # (the title is made from it); None otherwise.
     first_user_message: str | None = None
+    # Whose tokens these are (usage and quotas, vernis.services.quotas); None: nobody's.
+    member_id: UUID | None = None
+    organization_id: UUID | None = None
 
 
 @dataclass(eq=False)
@@ -85,6 +91,18 @@ class RunningAnswer:
     def text(self) -> str:
         return "".join(self.parts)
 
+    def tokens(self) -> tuple[int, int]:
+        """(input, output) tokens: the provider's figures, or an estimate when it sent none
+        (`vernis.services.usage.estimate_tokens`)."""
+        if self.prompt_tokens or self.completion_tokens:
+            return self.prompt_tokens, self.completion_tokens
+        prompt = (m.get("content") for m in self.spec.messages)
+        arguments = (orjson.dumps(call["arguments"]).decode() for call in self.tool_calls)
+        return (
+            estimate_tokens(text for text in prompt if isinstance(text, str)),
+            estimate_tokens([self.text, *arguments]),
+        )
+
 
 # Called once an answer is stored: (conversation id, the stored message's position, final status).
 AnswerStored = Callable[[RunningAnswer, str], Awaitable[None]]
@@ -100,6 +118,7 @@ class AnswerService:
         self._metrics = metrics or Metrics()
         self._running: dict[UUID, RunningAnswer] = {}
         self._stored_hooks: list[AnswerStored] = []
+        self._usage_hooks: list[AnswerStored] = []
         self._flusher: asyncio.Task[None] | None = None
         # The group commit of answer rows: rows waiting to be written, and whether a writer is at work.
         self._queued: list[tuple[list[MessageUpdate], asyncio.Future[None]]] = []
@@ -107,6 +126,11 @@ class AnswerService:
 
     def on_stored(self, hook: AnswerStored) -> None:
         self._stored_hooks.append(hook)
+
+    def on_usage(self, hook: AnswerStored) -> None:
+        """`hook` runs once the answer is stored and before its end is published (the next
+        message's quota check sees its tokens)."""
+        self._usage_hooks.append(hook)
 
     def running(self, conversation_id: UUID) -> RunningAnswer | None:
         return self._running.get(conversation_id)
@@ -351,6 +375,11 @@ class AnswerService:
             logger.exception("storing the answer failed")
             status, error = MessageStatus.FAILED, error or VernisError()
         answer.spec.window.append(WindowEntry(MessageRole.ASSISTANT, answer.text, tuple(answer.tool_calls)))
+        for hook in self._usage_hooks:
+            try:
+                await hook(answer, status)
+            except Exception:
+                logger.exception("counting the answer's tokens failed")
         if error is not None:
             self._hub.publish(
                 conversation_id,

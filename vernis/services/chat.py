@@ -14,7 +14,7 @@ from uuid import uuid4
 from vernis.context.page import PageRequest
 from vernis.context.window import ConversationWindow, WindowEntry
 from vernis.db.models import MessageRole, MessageStatus
-from vernis.exceptions import MessageBlocked, NotFound, RateLimited, ResponseInProgress
+from vernis.exceptions import MessageBlocked, NotFound, QuotaExceeded, RateLimited, ResponseInProgress
 from vernis.services import events
 from vernis.services.answers import AnswerSpec
 from vernis.services.assistant import LoopSettings
@@ -64,6 +64,14 @@ async def send_user_message(
     if verdict.blocked:
         raise MessageBlocked(verdict.user_message())
     content = verdict.text
+
+    # Token quotas (SPEC §15): over one, nothing is stored and no model is asked.
+    if services.quotas is not None:
+        try:
+            await services.quotas.check(member)
+        except QuotaExceeded:
+            services.metrics.messages_refused.labels("quota_exceeded").inc()
+            raise
 
     # 2. One answer at a time per conversation.
     conversation = session.conversation
@@ -167,6 +175,8 @@ async def send_user_message(
             ),
             message_id=message_id,
             first_user_message=content if first_exchange else None,
+            member_id=member.id,
+            organization_id=member.organization_id,
         ),
         owner,
     )

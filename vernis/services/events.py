@@ -29,6 +29,7 @@ __all__ = [
     "HistoryEnd",
     "HistoryMessage",
     "Pong",
+    "QuotaDetail",
     "TextDelta",
     "TitleUpdated",
     "ToolCallCompleted",
@@ -133,10 +134,21 @@ class TitleUpdated:
 
 
 @dataclass(frozen=True, slots=True)
+class QuotaDetail:
+    """What a `quota_exceeded` error adds: which quota, its size, what was used, when it resets."""
+
+    scope: Literal["member", "organization"]
+    limit: int
+    used: int
+    reset_at: str
+
+
+@dataclass(frozen=True, slots=True)
 class ErrorOccurred:
     code: str  # one of `ErrorCode`: the socket layer refuses any other
     message: str
     retry_after_ms: int | None = None
+    quota: QuotaDetail | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from vernis.services.hub import EventHub
 from vernis.services.limits import RateLimiter, SocketCap
 from vernis.services.llm import ChatModel
 from vernis.services.persistence import ConversationStore
+from vernis.services.quotas import QuotaService
 from vernis.services.titles import TitleService
 from vernis.settings import Settings
 from vernis.tools.approvals import ApprovalService
@@ -48,3 +49,5 @@ class Services:
     guards: GuardService = field(default_factory=GuardService)
     # What /metrics shows (vernis.metrics).
     metrics: Metrics = field(default_factory=Metrics)
+    # Token quotas and usage (SPEC §15); no quota unless the app sets one.
+    quotas: QuotaService | None = None

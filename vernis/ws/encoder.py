@@ -94,10 +94,15 @@ def to_wire(event: events.Event) -> protocol.Event:
         case events.TitleUpdated():
             return protocol.TitleUpdated(conversation_id=event.conversation_id, title=event.title)
         case events.ErrorOccurred():
+            quota = event.quota
             return protocol.ErrorEvent(
                 code=event.code,  # checked by the model: a wrong code fails loudly
                 message=event.message,
                 retry_after_ms=event.retry_after_ms,
+                scope=None if quota is None else quota.scope,
+                limit=None if quota is None else quota.limit,
+                used=None if quota is None else quota.used,
+                reset_at=None if quota is None else quota.reset_at,
             )
         case events.Pong():
             return protocol.Pong()
