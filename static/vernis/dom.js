@@ -38,6 +38,7 @@ const ICONS = {
   trash: "M5 7h14M10 7V5h4v2M7 7l1 12h8l1-12",
   back: "M15 6l-6 6 6 6",
   copy: "M9 9h10v10H9zM5 15V5h10",
+  refresh: "M20 11a8 8 0 1 0-2.3 5.7M20 5v6h-6",
 };
 
 export function icon(name) {

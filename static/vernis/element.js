@@ -297,6 +297,7 @@ export class VernisAssistant extends HTMLElement {
     this.messages = new MessageList(this.log, (target, text) => (target.textContent = text), {
       confirm: (id, approved) => this.session.confirmTool(id, approved),
       feedback: (id, rating) => this.session.feedback(id, rating),
+      regenerate: () => this.regenerate(),
     });
     this.session = new Session(this, (command) => (this.connection ? this.connection.send(command) : false), {
       conversationId: saved.conversationId || null,
@@ -835,14 +836,16 @@ export class VernisAssistant extends HTMLElement {
   answerError(messageId, event) {
     // A failure of the model or the server (not of the user's message): Retry asks again.
     const retryable = ["llm_unavailable", "llm_not_configured", "unavailable", "internal"].includes(event.code);
-    this.messages.answerError(messageId, event.message, retryable ? () => this.retryLast() : null);
+    this.messages.answerError(messageId, event.message, retryable ? () => this.regenerate() : null);
   }
 
-  /** Send the last user message again (after a failed answer). */
-  retryLast() {
-    const users = this.log.querySelectorAll(".msg.user:not([data-refused]) .bubble");
-    const last = users[users.length - 1];
-    return last ? this.send(last.textContent) : false;
+  /** Write the last answer again (`regenerate`): the failed or unwanted one stays as an earlier version. */
+  regenerate() {
+    if (this.session.busy || !this.session.regenerate()) {
+      return false;
+    }
+    this.updateComposer();
+    return true;
   }
 
   commandError(event) {

@@ -15,7 +15,7 @@ const STATUS_LABELS = {
 export class MessageList {
   /**
    * `log`: the scrolling element. `render(target, markdown)`: the sanitizing renderer.
-   * `actions`: {confirm(confirmationId, approved), feedback(messageId, rating)}.
+   * `actions`: {confirm(confirmationId, approved), feedback(messageId, rating), regenerate()}.
    */
   constructor(log, render, actions) {
     this.log = log;
@@ -76,6 +76,7 @@ export class MessageList {
       h("div", { class: "msg-meta" }, [timestamp(createdAt), this.copyButton(() => content, "Copy message")]),
     ]);
     this.append(element, true);
+    this.refreshRegenerate();
     return element;
   }
 
@@ -180,8 +181,17 @@ export class MessageList {
         [body, footer],
       );
       answer = { id: messageId, element, body, footer, parts: [], createdAt: createdAt || new Date().toISOString() };
+      // Right after another answer: it was written again (`regenerate`), this is its newer version.
+      const messages = this.log.querySelectorAll(".msg");
+      const last = messages[messages.length - 1];
+      const previous = last && last.classList.contains("assistant") ? this.answers.get(last.dataset.messageId) : null;
       this.answers.set(messageId, answer);
       this.append(element, true);
+      if (previous) {
+        answer.group = previous.group || (previous.group = [previous]);
+        answer.group.push(answer);
+        this.showVersion(answer.group, answer.group.length - 1);
+      }
     }
     if (streaming) {
       answer.element.setAttribute("aria-busy", "true");
@@ -264,13 +274,56 @@ export class MessageList {
     footer.push(this.feedbackButtons(answer.id));
     footer.push(this.copyButton(() => answer.parts.filter((part) => part.kind === "text").map((part) => part.text).join("\n\n"), "Copy answer"));
     footer.push(timestamp(answer.createdAt));
+    answer.regenerate = h("button", { type: "button", class: "icon-button small regenerate", "aria-label": "Write this answer again", title: "Write this answer again", hidden: "" }, [icon("refresh")]);
+    answer.regenerate.addEventListener("click", () => this.actions.regenerate && this.actions.regenerate());
+    footer.splice(footer.length - 1, 0, answer.regenerate);
+    answer.nav = null;
     answer.footer.replaceChildren(...footer);
+    if (answer.group) {
+      this.showVersion(answer.group, answer.group.indexOf(answer));
+    }
+    this.refreshRegenerate();
     if (!answer.parts.length && !answer.failed) {
       answer.body.append(h("p", { class: "answer-empty" }, stopped ? "Stopped before answering." : "No answer."));
     }
   }
 
   /** The answer failed: the server's plain sentence, and a Retry button when `retry` is given. */
+  /** Show version `index` of an answer written several times; the others are hidden. */
+  showVersion(group, index) {
+    group.forEach((member, i) => {
+      member.element.hidden = i !== index;
+      if (!member.nav) {
+        member.nav = h("span", { class: "versions", role: "group", "aria-label": "Versions of this answer" });
+        member.footer.prepend(member.nav);
+      }
+      const previous = h("button", { type: "button", class: "icon-button small", "aria-label": "Earlier version", title: "Earlier version", disabled: i === 0 }, [icon("back")]);
+      const next = h("button", { type: "button", class: "icon-button small next", "aria-label": "Later version", title: "Later version", disabled: i === group.length - 1 }, [icon("back")]);
+      previous.addEventListener("click", () => {
+        this.showVersion(group, i - 1);
+        group[i - 1].nav.querySelector(".next").focus();
+      });
+      next.addEventListener("click", () => {
+        this.showVersion(group, i + 1);
+        const later = group[i + 1].nav.querySelector("button");
+        (later.disabled ? group[i + 1].nav.querySelector(".next") : later).focus();
+      });
+      member.nav.replaceChildren(previous, h("span", { class: "versions-count" }, `${i + 1} / ${group.length}`), next);
+    });
+  }
+
+  /** Only the conversation's last answer (nothing after it) offers to be written again. */
+  refreshRegenerate() {
+    const messages = this.log.querySelectorAll(".msg");
+    const last = messages[messages.length - 1];
+    for (const answer of this.answers.values()) {
+      if (answer.regenerate) {
+        const isLast = answer.element === last || (answer.group && answer.group.some((member) => member.element === last));
+        answer.regenerate.hidden = !isLast;
+      }
+    }
+  }
+
   answerError(messageId, message, retry = null) {
     const answer = this.answer(messageId);
     answer.failed = true;

@@ -48,6 +48,8 @@ export class Session {
     this.answering = null;
     // A user message sent and not yet answered: `{command, resend}`.
     this.awaiting = null;
+    // A `regenerate` sent and not yet started.
+    this.regenerating = null;
     // The last user message of the history being replayed (was ours stored before a cut?).
     this.lastHistoryUser = null;
     // How to apply each `conversation_list` still to come: "replace" or "append".
@@ -85,7 +87,7 @@ export class Session {
   }
 
   get busy() {
-    return this.answering !== null || this.awaiting !== null;
+    return this.answering !== null || this.awaiting !== null || this.regenerating !== null;
   }
 
   // --- commands ------------------------------------------------------------------------------
@@ -99,6 +101,16 @@ export class Session {
       return false;
     }
     this.awaiting = { command, resend: false };
+    return true;
+  }
+
+  /** Answer the last user message again (the earlier answer stays as an earlier version). */
+  regenerate() {
+    const command = { type: "regenerate", client_message_id: randomId() };
+    if (!this.send(command)) {
+      return false;
+    }
+    this.regenerating = command;
     return true;
   }
 
@@ -203,6 +215,7 @@ export class Session {
           return;
         }
         this.answering = event.message_id;
+        this.regenerating = null;
         if (this.awaiting) {
           this.awaiting = null;
           this.view.userMessageAccepted();
@@ -258,6 +271,7 @@ export class Session {
     const carried = event.rolled_over_from && this.awaiting ? this.awaiting.command.content : null;
     this.lastHistoryUser = null;
     this.answering = null;
+    this.regenerating = null;
     if (event.rolled_over_from) {
       // A live rollover: the answer to the message just sent streams into the new conversation.
       this.loading = false;
@@ -289,6 +303,11 @@ export class Session {
   }
 
   error(event) {
+    if (this.regenerating && !this.answering) {
+      this.regenerating = null;
+      this.view.commandError(event);
+      return;
+    }
     if (this.awaiting && !this.answering && REFUSALS.has(event.code)) {
       const refused = this.awaiting;
       this.awaiting = null;

@@ -9,6 +9,8 @@ from playwright.async_api import expect
 
 from tests.fixtures.server import Vernis
 from tests.ui.conftest import UI, OpenUI
+from tests.ui.test_approvals import SNAPSHOT
+from tests.ui.test_states import chat_about
 from vernis.scripted import Reply
 
 ANSWER = "Here is **the plan**:\n\n1. Call Jane\n2. Send the quote"
@@ -73,3 +75,42 @@ async def test_quick_actions_are_laid_out_evenly(vernis: Vernis, open_ui: OpenUI
         assert max(widths) - min(widths) <= 1, (state, widths)
         assert max(heights) - min(heights) <= 1, (state, heights)
         await ui.screenshot(f"quick-actions-{state}.png")
+
+
+async def test_regenerate_keeps_the_earlier_answer_as_a_version(ui: UI) -> None:
+    """ "Write this answer again" streams a new version; the earlier one is a click away (1 / 2), the same after a reload; only the last answer offers it."""
+    ui.vernis.scripted.add(Reply("The first take."), match=chat_about("take"), times=1)
+    ui.vernis.scripted.add(Reply("The second take."), match=chat_about("take"), times=1)
+    ui.vernis.scripted.add(Reply("Sure."), match=chat_about("thanks"))
+    await ui.open()
+    await ui.send("give me a take")
+    await ui.answered()
+    # By position: `ui.answered()` returns the last answer, a locator that moves on.
+    first, second = ui.answers().nth(0), ui.answers().nth(1)
+    await first.get_by_role("button", name="Write this answer again").click()
+    await ui.answered(2)
+    await expect(second).to_contain_text("The second take.")
+    await expect(first).to_be_hidden()
+    versions = second.get_by_role("group", name="Versions of this answer")
+    await expect(versions.locator(".versions-count")).to_have_text("2 / 2")
+    await ui.screenshot("regenerated.png")
+    await versions.get_by_role("button", name="Earlier version").click()
+    await expect(first).to_be_visible()
+    await expect(second).to_be_hidden()
+    await expect(first.locator(".versions-count")).to_have_text("1 / 2")
+    await expect(first.get_by_role("button", name="Later version")).to_be_focused()
+    await first.get_by_role("button", name="Later version").click()
+    await expect(second).to_be_visible()
+    live = await ui.log.evaluate(SNAPSHOT)
+
+    await ui.page.reload()
+    await ui.connected()
+    await expect(ui.answers()).to_have_count(2)
+    assert await ui.log.evaluate(SNAPSHOT) == live
+
+    await ui.send("thanks")
+    await ui.answered(3)
+    # Only the last answer offers it now.
+    await expect(ui.log.get_by_role("button", name="Write this answer again")).to_have_count(1)
+    await expect(ui.answers().last.get_by_role("button", name="Write this answer again")).to_be_visible()
+    await expect(ui.log.locator(".regenerate")).to_have_count(3)

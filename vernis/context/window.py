@@ -161,7 +161,18 @@ class WindowCache:
             self._cache.pop(conversation_id, None)
 
     def build(self, conversation_id: UUID, messages: Iterable[StoredLike]) -> ConversationWindow:
-        window = ConversationWindow(self.size, map(WindowEntry.from_stored, messages))
+        listed = list(messages)
+        # An answer followed by another answer was written again (`regenerate`): only the newest counts.
+        latest = [
+            message
+            for index, message in enumerate(listed)
+            if not (
+                message.role == "assistant"
+                and index + 1 < len(listed)
+                and listed[index + 1].role == "assistant"
+            )
+        ]
+        window = ConversationWindow(self.size, map(WindowEntry.from_stored, latest))
         self.put(conversation_id, window)
         return window
 

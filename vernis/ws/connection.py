@@ -25,12 +25,13 @@ from sqlalchemy import exc as sa_exc
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from vernis.context.page import PageRequest
-from vernis.exceptions import AuthError, ClientError, QuotaExceeded, Unavailable
+from vernis.exceptions import AuthError, ClientError, Unavailable
 from vernis.identity.members import Identity
 from vernis.services import events
 from vernis.services.limits import SlidingWindow
 from vernis.services.runtime import Services
 from vernis.services.session import Session
+from vernis.services.versions import regenerate
 from vernis.ws import protocol
 from vernis.ws.closecodes import CloseCode
 from vernis.ws.encoder import encode
@@ -217,9 +218,6 @@ class Connection:
             try:
                 command = protocol.parse_command(frame)
                 await self._dispatch(command)
-            except QuotaExceeded as exc:
-                quota = events.QuotaDetail(exc.scope, exc.limit, exc.used, exc.reset_at)
-                self.send(events.ErrorOccurred(exc.code, exc.public_message, exc.retry_after_ms, quota))
             except ClientError as exc:
                 self.send_error(exc.code, exc.public_message, getattr(exc, "retry_after_ms", None))
             except AuthError as exc:
@@ -282,6 +280,8 @@ class Connection:
                 await session.delete(command.conversation_id)
             case protocol.Feedback():
                 await session.feedback(command.message_id, command.rating, command.comment)
+            case protocol.Regenerate():
+                await regenerate(session, command.client_message_id)
             case protocol.Authenticate():
                 await session.reauthenticate(command.token)
                 self._arm_expiry()

@@ -55,6 +55,7 @@ __all__ = [
     "PageContext",
     "Ping",
     "Pong",
+    "Regenerate",
     "RenameConversation",
     "Stop",
     "TextDelta",
@@ -156,6 +157,11 @@ class Feedback(_Command):
     comment: Annotated[str, StringConstraints(max_length=2000)] | None = None
 
 
+class Regenerate(_Command):
+    type: Literal["regenerate"]
+    client_message_id: Annotated[str, StringConstraints(min_length=1, max_length=128)] | None = None
+
+
 class Ping(_Command):
     type: Literal["ping"]
 
@@ -175,6 +181,7 @@ Command = Annotated[
     | RenameConversation
     | DeleteConversation
     | Feedback
+    | Regenerate
     | Ping
     | Authenticate,
     Field(discriminator="type"),
@@ -324,12 +331,6 @@ class ErrorEvent(_ConversationEvent):
     code: ErrorCode
     message: str
     retry_after_ms: int | None = None
-    # `quota_exceeded` only (SPEC §15): which quota ("member" per day, "organization" per month), its
-    # size and what was used, in tokens, and when it resets (ISO 8601, UTC).
-    scope: Literal["member", "organization"] | None = None
-    limit: int | None = None
-    used: int | None = None
-    reset_at: str | None = None
 
 
 class Pong(_Event):
