@@ -25,7 +25,7 @@ from sqlalchemy import exc as sa_exc
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from vernis.context.page import PageRequest
-from vernis.exceptions import AuthError, ClientError, Unavailable
+from vernis.exceptions import AuthError, ClientError, QuotaExceeded, Unavailable
 from vernis.identity.members import Identity
 from vernis.services import events
 from vernis.services.limits import SlidingWindow
@@ -218,6 +218,9 @@ class Connection:
             try:
                 command = protocol.parse_command(frame)
                 await self._dispatch(command)
+            except QuotaExceeded as exc:
+                quota = events.QuotaDetail(exc.scope, exc.limit, exc.used, exc.reset_at)
+                self.send(events.ErrorOccurred(exc.code, exc.public_message, exc.retry_after_ms, quota))
             except ClientError as exc:
                 self.send_error(exc.code, exc.public_message, getattr(exc, "retry_after_ms", None))
             except AuthError as exc:

@@ -331,6 +331,12 @@ class ErrorEvent(_ConversationEvent):
     code: ErrorCode
     message: str
     retry_after_ms: int | None = None
+    # `quota_exceeded` only (SPEC §15): which quota ("member" per day, "organization" per month), its
+    # size and what was used, in tokens, and when it resets (ISO 8601, UTC).
+    scope: Literal["member", "organization"] | None = None
+    limit: int | None = None
+    used: int | None = None
+    reset_at: str | None = None
 
 
 class Pong(_Event):
