@@ -15,13 +15,17 @@ import random
 import signal
 import sqlite3
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
+from websockets.typing import Subprotocol
 
-from tests.e2e.test_serve import Launcher, connected, environment, member_token, seeded_copy
+from tests.e2e.test_serve import Launcher, Served, environment, member_token, seeded_copy
 from tests.e2e.test_serve import seeded_template as seeded_template
 from tests.fixtures.server import Client, text_of
 from tests.proofs.conftest import Figures
@@ -35,6 +39,21 @@ async def read_until_closed(client: Client, events: list[dict[str, Any]]) -> Non
                 events.append(await client.recv())
     except ConnectionClosed:
         return
+
+
+@asynccontextmanager
+async def opened(served: Served) -> AsyncIterator[Client]:
+    """A member's socket on the served process, its opening replay read (a generous handshake
+    timeout: a process that just started may be slow on a busy machine)."""
+    async with connect(
+        served.ws_url,
+        additional_headers={"Authorization": f"Bearer {member_token()}"},
+        subprotocols=[Subprotocol("vernis.v1")],
+        open_timeout=60,
+    ) as ws:
+        client = Client(ws)
+        await client.until("history_end", timeout=30)
+        yield client
 
 
 def rows(database: Path) -> list[tuple[str, str, str]]:
@@ -60,7 +79,9 @@ async def test_sigkill_at_random_points_loses_nothing_acknowledged(
 ) -> None:
     """SIGKILL at a random point of a random answer, then a restart, N times: nothing left streaming, every stored partial is a prefix of what the client received, the database is intact."""
     rng = random.Random(20261124 + iterations)
-    launcher = Launcher(tmp_path, environment(tmp_path, VERNIS_SHUTDOWN_GRACE="1"))
+    # No rate limit: the loop sends a message every few seconds for minutes.
+    limits = {"VERNIS_RATE_LIMIT": "100000/60", "VERNIS_MEMBER_RATE_LIMIT": "100000/60"}
+    launcher = Launcher(tmp_path, environment(tmp_path, VERNIS_SHUTDOWN_GRACE="1", **limits))
     seeded_copy(seeded_template, tmp_path)
     received: dict[str, str] = {}
     partials: set[str] = set()
@@ -69,13 +90,13 @@ async def test_sigkill_at_random_points_loses_nothing_acknowledged(
         for _ in range(iterations):
             words = " ".join(rng.choice(["alpha", "beta", "gamma", "delta", "é", "中文"]) for _ in range(90))
             events: list[dict[str, Any]] = []
-            async with connected(served, member_token()) as client:
-                await client.until("history_end")
+            async with opened(served) as client:
                 await client.send("new_conversation")
                 await client.until("history_end")
                 await client.send("user_message", content=words)
                 for _ in range(rng.choice([0, 1, rng.randint(2, 90), rng.randint(35, 90)])):
                     events.append(await client.recv())
+                    assert events[-1]["type"] != "error", events[-1]
                     if events[-1]["type"] == "assistant_end":
                         break
                 if rng.random() < 0.3:

@@ -29,7 +29,8 @@ async def still_open(client: Client) -> None:
 async def open_one(vernis: Vernis, held: AsyncExitStack) -> Client | int:
     """A socket opened and held by `held` (its opening replay read), or the HTTP status that refused it."""
     try:
-        client = await held.enter_async_context(vernis.connect())
+        # A generous handshake timeout: a thousand handshakes at once queue up on a busy machine.
+        client = await held.enter_async_context(vernis.connect(open_timeout=60))
     except InvalidStatus as refused:
         return refused.response.status_code
     await client.until("history_end")

@@ -100,8 +100,9 @@ def huge(draw: st.DrawFn) -> str:
     where = draw(st.sampled_from(["type", "title", "extra", "route"]))
     if where == "type":
         return dumps({"type": body})
-    if where == "title":
-        return dumps({"type": "rename_conversation", "conversation_id": body, "title": body})
+    if where == "title":  # the value twice: half of it each time
+        half = body[: len(body) // 2]
+        return dumps({"type": "rename_conversation", "conversation_id": half, "title": half})
     if where == "route":  # a route is at most 2,048 characters
         route = "/" + "r" * 2048 + body[:5000]
         return dumps({"type": "user_message", "content": "hi", "page_context": {"route": route}})
@@ -187,6 +188,9 @@ async def test_malformed_frames_get_invalid_message_and_change_nothing(
         def check(frame: str | bytes) -> None:
             seen["text" if isinstance(frame, str) else "binary"] += 1
             size = len(frame.encode() if isinstance(frame, str) else frame)
+            assert (
+                size <= MAX_FRAME
+            )  # larger frames close the socket (1009): tests/proofs/test_limits_abuse.py
             seen["largest"] = max(seen["largest"], size)
             events = on_loop(loop, lambda: answer_and_ping(client, frame))
             assert [e["type"] for e in events] == ["error", "pong"], (frame[:200], events)
