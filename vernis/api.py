@@ -10,9 +10,15 @@
 - `GET /api/organization/ai-rules` shows the organization's AI rules (SPEC §7) to any member; `PUT`
   replaces them and needs `organization:manage_ai_rules`. The system prompt reads them per message,
   so a change applies from the next message on.
+- `GET /api/assistant/usage` (SPEC §15): the member's own tokens today and this month with their
+  quotas; with `assistant:admin` also `days`, the organization's tokens per member and per UTC day
+  this month (`?since=YYYY-MM-DD` for earlier days, up to a year back). Never another organization's.
 """
 
 from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -20,7 +26,7 @@ from starlette.routing import BaseRoute, Route
 
 from vernis.exceptions import AuthError
 from vernis.identity import Identity, extract_token
-from vernis.identity.members import MANAGE_AI_RULES
+from vernis.identity.members import ASSISTANT_ADMIN, MANAGE_AI_RULES
 from vernis.identity.transport import origin_allowed
 from vernis.services.runtime import Services
 
@@ -128,8 +134,68 @@ async def ai_rules(request: Request) -> Response:
     return JSONResponse({"rules": rules_text}, headers=NO_STORE)
 
 
+async def usage(request: Request) -> Response:
+    services: Services = request.state.services
+    identity = await _identity(request)
+    if isinstance(identity, Response):
+        return identity
+    quotas = services.quotas
+    assert quotas is not None, "the app sets the quotas"
+    member = identity.member
+    day, month = await quotas.status(member)
+    own_month = await quotas.usage.member_tokens(member.id, month.start)
+    body: dict[str, Any] = {
+        "sub": member.sub,
+        "org": member.org,
+        "today": {
+            "day": day.start.isoformat(),
+            "tokens": day.used,
+            "quota": day.limit,
+            "reset_at": _iso(day.reset_at),
+        },
+        "month": {"start": month.start.isoformat(), "tokens": own_month},
+        "organization": {
+            "month": {
+                "start": month.start.isoformat(),
+                "tokens": month.used,
+                "quota": month.limit,
+                "reset_at": _iso(month.reset_at),
+            }
+        },
+    }
+    if ASSISTANT_ADMIN in identity.permissions:
+        since = month.start
+        asked = request.query_params.get("since")
+        if asked is not None:
+            try:
+                since = date.fromisoformat(asked)
+            except ValueError:
+                return _error(400, "invalid_request", "`since` must be a day as YYYY-MM-DD.")
+            if since < day.start - timedelta(days=366):
+                return _error(400, "invalid_request", "`since` goes back a year at most.")
+        rows = await quotas.usage.organization_days(member.organization_id, since)
+        body["days"] = [
+            {
+                "day": row.day.isoformat(),
+                "sub": row.sub,
+                "name": row.name,
+                "input_tokens": row.input_tokens,
+                "output_tokens": row.output_tokens,
+                "tokens": row.tokens,
+                "answers": row.answers,
+            }
+            for row in rows
+        ]
+    return JSONResponse(body, headers=NO_STORE)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
 def api_routes() -> list[BaseRoute]:
     return [
         Route("/api/assistant/config", assistant_config, methods=["GET", "OPTIONS"]),
+        Route("/api/assistant/usage", usage),
         Route("/api/organization/ai-rules", ai_rules, methods=["GET", "PUT"]),
     ]

@@ -188,10 +188,12 @@ class Window:
 
 @dataclass(frozen=True, slots=True)
 class QuotaStatus:
-    """One quota as a member sees it: its limit (None: none), what was used, when it resets."""
+    """One quota as a member sees it: its limit (None: none), what was used in its window (from
+    `start`, a UTC day), when it resets."""
 
     limit: int | None
     used: int
+    start: date
     reset_at: datetime
 
 
@@ -246,11 +248,15 @@ class QuotaService:
         day, month = Window.day(now), Window.month(now)
         return (
             QuotaStatus(
-                limits.member_daily, await self.usage.member_tokens(member.id, day.start), day.reset_at
+                limits.member_daily,
+                await self.usage.member_tokens(member.id, day.start),
+                day.start,
+                day.reset_at,
             ),
             QuotaStatus(
                 limits.org_monthly,
                 await self.usage.organization_tokens(member.organization_id, month.start),
+                month.start,
                 month.reset_at,
             ),
         )
