@@ -84,42 +84,50 @@ _SEQ_TAIL = ',"seq":0}'
 # (conversation id, message id of the orphaned answer) -> stores it failed and ends it for clients.
 OrphanHandler = Callable[[UUID, UUID], Awaitable[None]]
 
+# One call per batch, for every conversation in it. KEYS: the running set, then per conversation
+# its seq, stream, in-flight record and lease. ARGV: the stream's length cap and the replay window
+# (ms), then per conversation: its channel, its id, its number of events, then per event: kind,
+# extra (a start's message id, an end's lease), the frame without its seq, whether it takes one.
 _PUBLISH = """
-local n = (#ARGV - 4) / 4
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  local t = redis.call('TIME')
-  redis.call('SET', KEYS[1], string.format('%d', t[1] * 1000000 + t[2]))
-end
-local last = redis.call('INCRBY', KEYS[1], n)
-local first = last - n + 1
-local out = {}
-for i = 0, n - 1 do
-  local b = 5 + i * 4
-  local kind, extra, head = ARGV[b], ARGV[b + 1], ARGV[b + 2]
-  local seq = string.format('%d', first + i)
-  local frame = head
-  if ARGV[b + 3] == '1' then frame = head .. seq .. '}' end
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', 's', seq, 'k', kind, 'f', frame)
-  if kind == 's' then
-    redis.call('HSET', KEYS[3], 'm', extra, 's', seq)
-    redis.call('SADD', KEYS[4], ARGV[4])
-  elseif kind == 'e' then
-    redis.call('DEL', KEYS[3])
-    redis.call('SREM', KEYS[4], ARGV[4])
-    -- The answer's lease goes with its end, in the same step: a client that reads the end and
-    -- sends its next message at once must find the conversation free.
-    if extra ~= '' and redis.call('GET', KEYS[5]) == extra then redis.call('DEL', KEYS[5]) end
-  end
-  out[#out + 1] = seq .. '\\t' .. kind .. '\\t' .. frame
-end
+local maxlen, ttl = ARGV[1], ARGV[2]
 local t = redis.call('TIME')
-local horizon = t[1] * 1000 + math.floor(t[2] / 1000) - tonumber(ARGV[3])
-if horizon > 0 then redis.call('XTRIM', KEYS[2], 'MINID', '~', string.format('%d', horizon)) end
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
-if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('PEXPIRE', KEYS[3], ARGV[3]) end
-redis.call('PUBLISH', ARGV[1], table.concat(out, '\\n'))
-return last
+local horizon = t[1] * 1000 + math.floor(t[2] / 1000) - tonumber(ttl)
+local a, k = 3, 2
+while a <= #ARGV do
+  local channel, cid, n = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
+  local seqk, evk, flk, leasek = KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
+  a, k = a + 3, k + 4
+  if redis.call('EXISTS', seqk) == 0 then
+    redis.call('SET', seqk, string.format('%d', t[1] * 1000000 + t[2]))
+  end
+  local first = redis.call('INCRBY', seqk, n) - n + 1
+  local out = {}
+  for i = 0, n - 1 do
+    local kind, extra, head = ARGV[a], ARGV[a + 1], ARGV[a + 2]
+    local seq = string.format('%d', first + i)
+    local frame = head
+    if ARGV[a + 3] == '1' then frame = head .. seq .. '}' end
+    a = a + 4
+    redis.call('XADD', evk, 'MAXLEN', '~', maxlen, '*', 's', seq, 'k', kind, 'f', frame)
+    if kind == 's' then
+      redis.call('HSET', flk, 'm', extra, 's', seq)
+      redis.call('SADD', KEYS[1], cid)
+    elseif kind == 'e' then
+      redis.call('DEL', flk)
+      redis.call('SREM', KEYS[1], cid)
+      -- The answer's lease goes with its end, in the same step: a client that reads the end and
+      -- sends its next message at once must find the conversation free.
+      if extra ~= '' and redis.call('GET', leasek) == extra then redis.call('DEL', leasek) end
+    end
+    out[#out + 1] = seq .. '\\t' .. kind .. '\\t' .. frame
+  end
+  if horizon > 0 then redis.call('XTRIM', evk, 'MINID', '~', string.format('%d', horizon)) end
+  redis.call('PEXPIRE', seqk, ttl)
+  redis.call('PEXPIRE', evk, ttl)
+  if redis.call('EXISTS', flk) == 1 then redis.call('PEXPIRE', flk, ttl) end
+  redis.call('PUBLISH', channel, table.concat(out, '\\n'))
+end
+return 1
 """
 
 _LAST_SEQ = """
@@ -261,6 +269,8 @@ class RedisHub:
         self._flushing: asyncio.Future[None] | None = None
         self._local: dict[UUID, _Local] = {}
         self._leases: dict[UUID, str] = {}
+        # Leases whose answer's end is published: the publishing script releases them.
+        self._ending: set[str] = set()
         self._stop_handlers: list[StopHandler] = []
         self._orphan_handlers: list[OrphanHandler] = []
         self._pubsub = client.pubsub()
@@ -332,6 +342,8 @@ class RedisHub:
         kind, extra = _kind(event)
         if kind == "e":
             extra = self._leases.get(conversation_id, "")
+            if extra:
+                self._ending.add(extra)
         batch = self._queued.get(conversation_id)
         if batch is None:
             batch = self._queued[conversation_id] = []
@@ -350,28 +362,19 @@ class RedisHub:
         count, self._queued_count = self._queued_count, 0
         self._flushing = asyncio.get_running_loop().create_future()
         try:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for conversation_id, batch in batches.items():
-                    args: list[str] = [
-                        self._channel(conversation_id),
-                        self._replay_max,
-                        self._replay_ms,
-                        str(conversation_id),
-                    ]
-                    for item in batch:
-                        args.extend(item)
-                    await self._publish_script(
-                        keys=[
-                            self._key(conversation_id, "seq"),
-                            self._key(conversation_id, "ev"),
-                            self._key(conversation_id, "fl"),
-                            self._running_key,
-                            self._key(conversation_id, "lease"),
-                        ],
-                        args=args,
-                        client=pipe,
-                    )
-                await pipe.execute()
+            keys = [self._running_key]
+            args = [self._replay_max, self._replay_ms]
+            for conversation_id, batch in batches.items():
+                keys += [
+                    self._key(conversation_id, "seq"),
+                    self._key(conversation_id, "ev"),
+                    self._key(conversation_id, "fl"),
+                    self._key(conversation_id, "lease"),
+                ]
+                args += [self._channel(conversation_id), str(conversation_id), str(len(batch))]
+                for item in batch:
+                    args.extend(item)
+            await self._publish_script(keys=keys, args=args)
         except BaseException:
             # Kept for the next try, ahead of anything queued meanwhile; bounded.
             for conversation_id, batch in self._queued.items():
@@ -587,9 +590,10 @@ class RedisHub:
         value = f"{self.instance}:{owner}"
         if self._leases.get(conversation_id) == value:
             del self._leases[conversation_id]
-        # The answer's last events reach Redis before anyone may take the conversation over.
-        with contextlib.suppress(RedisError):
-            await self.flush()
+        if value in self._ending:
+            # Its answer's end, queued, releases it in the same step that publishes the end.
+            self._ending.discard(value)
+            return
         try:
             await self._release_script(keys=[self._key(conversation_id, "lease")], args=[value])
         except RedisError as exc:
