@@ -221,3 +221,69 @@ async def test_text_frame_that_is_not_utf8_closes_with_1007_and_the_next_socket_
         await client.send("ping")
         await client.expect("pong")
     assert fingerprint(vernis) == before
+
+
+@st.composite
+def well_formed(draw: st.DrawFn, own_conversation: str) -> dict[str, Any]:
+    """A valid command with random values: unknown ids, extreme numbers, odd cursors and text."""
+    unknown = str(draw(st.uuids()))
+    text = st.text(min_size=1, max_size=255).filter(str.strip)
+    choice = draw(st.sampled_from(["load", "load_own", "rename", "delete", "feedback", "confirm", "list"]))
+    if choice in ("load", "load_own"):
+        command: dict[str, Any] = {
+            "type": "load_conversation",
+            "conversation_id": own_conversation if choice == "load_own" else unknown,
+        }
+        if draw(st.booleans()):
+            command["after_seq"] = draw(st.integers(min_value=0, max_value=2**63 - 1))
+        return command
+    if choice == "rename":
+        return {"type": "rename_conversation", "conversation_id": unknown, "title": draw(text)}
+    if choice == "delete":
+        return {"type": "delete_conversation", "conversation_id": unknown}
+    if choice == "feedback":
+        comment = draw(st.none() | st.text(max_size=2000))
+        rating = draw(st.sampled_from(["up", "down"]))
+        return {"type": "feedback", "message_id": unknown, "rating": rating, "comment": comment}
+    if choice == "confirm":
+        return {"type": "confirm_tool", "confirmation_id": unknown, "approved": draw(st.booleans())}
+    return {"type": "list_conversations", "before": draw(st.none() | st.text(max_size=256))}
+
+
+@pytest.mark.parametrize(
+    "examples", [pytest.param(150, id="150"), pytest.param(5000, id="5000", marks=pytest.mark.long)]
+)
+async def test_valid_commands_with_random_values_get_a_clear_answer_and_change_nothing(
+    vernis_factory: VernisFactory, figures: Figures, examples: int
+) -> None:
+    """Valid commands with unknown ids, extreme after_seq values, odd cursors and any text get their reply or one clear error (never `internal`), and change no stored row."""
+    loop = asyncio.get_running_loop()
+    codes: dict[str, int] = {}
+    async with vernis_factory(**UNLIMITED) as vernis, vernis.opened() as client:
+        events = await client.answer("hello before the fuzzing")
+        own = events[-1]["conversation_id"]
+        await client.until("title_updated")
+        before = fingerprint(vernis)
+
+        @settings(
+            max_examples=examples,
+            deadline=None,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        )
+        @given(command=well_formed(own))
+        def check(command: dict[str, Any]) -> None:
+            events = on_loop(loop, lambda: answer_and_ping(client, dumps(command)))
+            errors = [e for e in events if e["type"] == "error"]
+            kinds = {e["type"] for e in events} - {"error", "pong"}
+            for error in errors:
+                codes[error["code"]] = codes.get(error["code"], 0) + 1
+            assert len(errors) <= 1, (command, events)
+            assert {e["code"] for e in errors} <= {"not_found", "invalid_message"}, (command, events)
+            assert errors or kinds, (command, events)
+            assert kinds <= {"conversation_list", "conversation_loaded", "history_message", "history_end"}
+
+        await asyncio.to_thread(check)
+        after = fingerprint(vernis)
+    assert after == before
+    figures(examples=examples, **codes)
