@@ -12,10 +12,10 @@ Keys, under the deployment's prefix `P` (`VERNIS_REDIS_PREFIX`), for a conversat
 - the channel `P{c:C}` carries the conversation's events live, `P:ctl` requests to stop an answer.
 
 Publishing stays off the per-delta critical path: `publish()` appends to a local batch and returns;
-every few milliseconds (`linger`) one pipeline sends every conversation's batch, each through one
-Lua script that numbers its events, appends them to the stream, updates the in-flight record and
-publishes them as one pub/sub message, atomically (so live delivery and the replay agree on the
-order). Every instance, the publisher included, delivers from pub/sub to its own subscribers: one
+every few milliseconds (`linger`) one call of a Lua script sends the batch of every conversation:
+for each, atomically, it numbers the events, appends them to the stream, updates the in-flight
+record (and releases the lease with an answer's end) and publishes them as one pub/sub message (so
+live delivery and the replay agree on the order). Every instance, the publisher included, delivers from pub/sub to its own subscribers: one
 path, one order. A subscriber's instance drops events it already delivered (by `seq`) and fetches a
 gap from the stream (a pub/sub message lost to a reconnect).
 
