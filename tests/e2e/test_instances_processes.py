@@ -134,3 +134,23 @@ async def test_workers_share_one_port_and_the_conversations(cluster: Launcher) -
             await tab.__aexit__(None, None, None)
     served.process.send_signal(signal.SIGTERM)
     assert await served.exited(timeout=15) == 0
+
+
+async def test_after_every_instance_restarts_nothing_is_left_streaming(
+    cluster: Launcher, database_url: str
+) -> None:
+    """The only instance killed mid-answer, then a new one started (its lease not yet lapsed at start-up): within 30 s the answer is stored failed, and nothing stays streaming."""
+    running = await cluster.start("--scripted-model", "--demo")
+    async with connected(running, member_token()) as asking:
+        await asking.until("history_end")
+        await asking.send("user_message", content=LONG_MESSAGE)
+        for _ in range(30):
+            await asking.recv()
+        running.process.kill()
+        assert await running.exited(timeout=5) == -signal.SIGKILL
+    await cluster.start("--scripted-model", "--demo")
+    for _ in range(300):
+        if [status for status, _ in await statuses(database_url)] == ["failed"]:
+            break
+        await asyncio.sleep(0.1)
+    assert [status for status, _ in await statuses(database_url)] == ["failed"]
