@@ -174,8 +174,8 @@ async def test_planted_instruction_read_by_a_tool_warns_on_the_next_write_card(v
     card = next(e for e in events if e["type"] == "confirmation_required")
     assert card["tool_name"] == "add_contact_note"
     warning = card["preview"]["warnings"][0]
-    assert "get_contact_details" in warning
-    assert "trying to instruct the assistant" in warning
+    assert "(get contact details)" in warning
+    assert "tries to give it instructions" in warning
     # The model read the wrapped result, the notice before the data.
     second = chat_requests(vernis)[1]
     wrapped = orjson.loads(last_tool_result(second))

@@ -390,10 +390,10 @@ class ToolRunner:
         """What the confirmation card of a write proposed now must say, if anything."""
         notes = []
         if self._untrusted:
-            tools = ", ".join(dict.fromkeys(self._untrusted))
+            read = ", ".join(dict.fromkeys(name.replace("_", " ") for name in self._untrusted))
             notes.append(
-                f"Caution: this change was proposed after reading data ({tools}) that contains text "
-                "trying to instruct the assistant. Make sure it is what you asked for."
+                f"Caution: this change was proposed right after the assistant read data ({read}) "
+                "containing text that tries to give it instructions. Make sure it is what you asked for."
             )
         if warning is not None:
             notes.append(warning)
