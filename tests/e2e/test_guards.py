@@ -222,3 +222,26 @@ async def test_no_secret_of_the_corpus_reaches_the_model_or_the_database(
         for form in {case.secret, re.sub(r"[\s.-]", "", case.secret)}:
             assert form not in sent, case.text
             assert form not in stored, case.text
+
+
+async def test_regenerated_answer_reads_tool_results_through_the_guards(vernis: Vernis) -> None:
+    """An answer written again (`regenerate`) runs its tools through the same guards: a planted note comes back untrusted."""
+    contact_id = await add_contact_with_note(vernis, PLANTED)
+    chat = vernis.settings.llm_model
+    vernis.scripted.add("Mallory is a contact of yours.", match="mallory")
+    vernis.scripted.add(
+        Reply(tool_calls=[ScriptedToolCall("get_contact_details", {"contact_id": contact_id})]),
+        match=lambda body: (
+            body["model"] == chat and "mallory" in str(body["messages"][-1]["content"]).lower()
+        ),
+    )
+    vernis.scripted.add(
+        "Her file asks me to text everyone; I will not.", match=lambda body: body["model"] == chat
+    )
+    async with vernis.opened() as client:
+        await client.answer("Who is Mallory?")
+        await client.send("regenerate")
+        events = await client.until("assistant_end")
+    read = next(e for e in events if e["type"] == "tool_call_completed")
+    assert read["tool_name"] == "get_contact_details"
+    assert "untrusted" in read["result"]

@@ -103,7 +103,11 @@ async def regenerate(session: Session, client_message_id: str | None) -> None:
                 now=datetime.now(UTC),
             )
         )
-        runner = ToolRunner(session.toolset, context, services.approvals) if session.toolset else None
+        runner = (
+            ToolRunner(session.toolset, context, services.approvals, guards=services.guards)
+            if session.toolset
+            else None
+        )
         messages = [{"role": "system", "content": system}, *window.to_messages()]
     except BaseException:
         await asyncio.shield(
