@@ -49,6 +49,7 @@ from vernis.services.openai_model import OpenAIChatModel
 from vernis.services.persistence import ConversationStore
 from vernis.services.quotas import MemoryQuotaCounter, QuotaPolicy, QuotaService, RedisQuotaCounter
 from vernis.services.redis_hub import RedisHub, RedisRateLimiter, RedisSocketCap, redis_client
+from vernis.services.revocations import MemoryRevocations, RedisRevocations, Revocations
 from vernis.services.runtime import Services
 from vernis.services.titles import TitleService
 from vernis.services.usage import UsageStore
@@ -233,6 +234,9 @@ def create_app(
                 )
 
         answers.on_usage(count_usage)
+        revocations: Revocations = MemoryRevocations()
+        if redis is not None:
+            revocations = RedisRevocations(redis, prefix=settings.redis_prefix)
         event_hub.on_stop(answers.stop)
         if isinstance(event_hub, RedisHub):
             event_hub.on_orphan(answers.end_orphan)
@@ -265,6 +269,7 @@ def create_app(
             shared=redis is not None,
             metrics=metrics,
             quotas=quotas,
+            revocations=revocations,
         )
         logger.info(
             "vernis started",
@@ -276,6 +281,8 @@ def create_app(
             },
         )
         sockets = Sockets()
+        revocations.on_revoke(sockets.revoke)
+        revocations_task = asyncio.create_task(revocations.run(), name="revocations")
         watch = asyncio.create_task(
             sockets.watch(services.identity, settings.auth_check_interval, socket_cap),
             name="socket members watch",
@@ -284,6 +291,9 @@ def create_app(
             yield {"services": services, "sockets": sockets}
         finally:
             watch.cancel()
+            revocations_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await revocations_task
             services.draining = True
             await answers.shutdown(settings.shutdown_grace)
             await titles.aclose()

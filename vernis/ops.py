@@ -1,21 +1,46 @@
 """The operator's HTTP routes (SPEC §15): `/metrics` for Prometheus, and the admin API.
 
 `GET /metrics` answers the Prometheus text format; with `VERNIS_METRICS_TOKEN` set it asks for
-`Authorization: Bearer <token>` (401 otherwise). Tokens are compared in constant time.
+`Authorization: Bearer <token>` (401 otherwise).
+
+The admin API is for the host's servers, never for browsers: every route asks for
+`Authorization: Bearer $VERNIS_ADMIN_TOKEN` (401 otherwise) and does not exist (404) while that
+setting is unset. A member is named by the host's ids, `org` and `sub`:
+
+- `POST /api/admin/members/revoke` `{"org", "sub"}`: tokens of the member issued until now are
+  refused from now on, and every socket of theirs closes with 4401 on every instance; a token issued
+  later lets them in again. Answers `{"org", "sub", "revoked_at"}`.
+- `GET /api/admin/members/conversations?org=&sub=`: the member's conversations and their messages
+  as JSON.
+- `DELETE /api/admin/members/conversations?org=&sub=`: deletes them (the audit of writes and the
+  token usage stay). Answers `{"org", "sub", "conversations", "messages"}`.
+
+An unknown member answers 404. Every call is logged (`admin call`: action, org, sub, status,
+client), never with a token. Tokens are compared in constant time.
 """
 
 from __future__ import annotations
 
 import hmac
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from vernis.identity.members import MemberInfo
 from vernis.metrics import CONTENT_TYPE
+from vernis.services.member_data import MemberData
 from vernis.services.runtime import Services
 
 __all__ = ["bearer_matches", "ops_routes"]
+
+logger = logging.getLogger("vernis.admin")
+
+NO_STORE = {"Cache-Control": "no-store"}
 
 
 def bearer_matches(request: Request, expected: str) -> bool:
@@ -41,5 +66,112 @@ async def metrics(request: Request) -> Response:
     return Response(services.metrics.render(), media_type=CONTENT_TYPE, headers={"Cache-Control": "no-store"})
 
 
+def _error(status: int, code: str, message: str) -> Response:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=NO_STORE)
+
+
+AdminAction = Callable[[Request, Services, MemberInfo], Awaitable[Response]]
+
+
+def _admin(action: str, handler: AdminAction) -> Callable[[Request], Awaitable[Response]]:
+    """The admin API's checks around `handler`: the token, the member named, the log line."""
+
+    async def endpoint(request: Request) -> Response:
+        services: Services = request.state.services
+        expected = services.settings.admin_token
+        if not expected:
+            return _error(404, "not_found", "Not Found")
+        org = sub = None
+        try:
+            if not bearer_matches(request, expected):
+                response = _error(401, "unauthenticated", "Send Authorization: Bearer $VERNIS_ADMIN_TOKEN.")
+                return response
+            org, sub = await _member_named(request)
+            if org is None or sub is None:
+                response = _error(400, "invalid_request", "Name the member: `org` and `sub`, strings.")
+                return response
+            member = await services.identity.find(org, sub)
+            if member is None:
+                response = _error(404, "not_found", "No such member.")
+                return response
+            response = await handler(request, services, member)
+            return response
+        except Exception:
+            response = _error(500, "internal", "Something went wrong on the server.")
+            logger.exception("admin call failed", extra={"action": action, "org": org, "sub": sub})
+            return response
+        finally:
+            logger.info(
+                "admin call",
+                extra={
+                    "action": action,
+                    "org": org,
+                    "sub": sub,
+                    "status": response.status_code,
+                    "client": request.client.host if request.client else None,
+                },
+            )
+
+    return endpoint
+
+
+async def _member_named(request: Request) -> tuple[str | None, str | None]:
+    """`org` and `sub` from the JSON body (POST) or the query (GET, DELETE)."""
+    fields: Any = request.query_params
+    if request.method == "POST":
+        try:
+            fields = await request.json()
+        except ValueError:
+            return None, None
+        if not isinstance(fields, dict):
+            return None, None
+    org, sub = fields.get("org"), fields.get("sub")
+    valid = all(isinstance(value, str) and 0 < len(value) <= 255 for value in (org, sub))
+    return (org, sub) if valid else (None, None)
+
+
+async def _revoke(request: Request, services: Services, member: MemberInfo) -> Response:
+    revoked = await services.identity.revoke_tokens(member.org, member.sub)
+    assert revoked is not None
+    assert revoked.tokens_revoked_at is not None
+    await services.revocations.publish(revoked.id, revoked.tokens_revoked_at)
+    revoked_at = datetime.fromtimestamp(revoked.tokens_revoked_at, UTC)
+    return JSONResponse(
+        {"org": member.org, "sub": member.sub, "revoked_at": revoked_at.isoformat().replace("+00:00", "Z")},
+        headers=NO_STORE,
+    )
+
+
+async def _conversations(request: Request, services: Services, member: MemberInfo) -> Response:
+    data = MemberData(services.engine)
+    if request.method == "DELETE":
+        ids, messages = await data.erase(member.id)
+        for conversation_id in ids:
+            services.windows.discard(conversation_id)
+        return JSONResponse(
+            {"org": member.org, "sub": member.sub, "conversations": len(ids), "messages": messages},
+            headers=NO_STORE,
+        )
+    return JSONResponse(
+        {
+            "org": member.org,
+            "sub": member.sub,
+            "name": member.name,
+            "email": member.email,
+            "exported_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+            "conversations": await data.export(member.id),
+        },
+        headers=NO_STORE,
+    )
+
+
 def ops_routes() -> list[BaseRoute]:
-    return [Route("/metrics", metrics)]
+    return [
+        Route("/metrics", metrics),
+        Route("/api/admin/members/revoke", _admin("revoke", _revoke), methods=["POST"]),
+        Route(
+            "/api/admin/members/conversations",
+            _admin("conversations", _conversations),
+            methods=["GET", "DELETE"],
+        ),
+    ]

@@ -58,6 +58,8 @@ class MemberInfo:
     removed: bool
     # Taken away from this member whatever their token says (e.g. "assistant:use").
     revoked_permissions: tuple[str, ...] = ()
+    # The admin API's revocation (epoch seconds): tokens issued at or before it are refused.
+    tokens_revoked_at: float | None = None
 
     @property
     def sub(self) -> str:
@@ -77,6 +79,13 @@ class Identity:
     expires_at: float
     token: str = field(repr=False)
     claims: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    # The token's `iat` (epoch seconds); None when it has none.
+    issued_at: float | None = None
+
+    def revoked_by(self, revoked_at: float) -> bool:
+        """Whether a revocation at `revoked_at` covers this token: issued at or before it (in
+        whole seconds, as `iat` is), or of unknown age."""
+        return self.issued_at is None or self.issued_at <= revoked_at
 
 
 class RoleTable:

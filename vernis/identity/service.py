@@ -44,6 +44,7 @@ _MEMBER_COLUMNS = (
     _member.c.role,
     _member.c.removed_at,
     _member.c.revoked_permissions,
+    _member.c.tokens_revoked_at,
 )
 
 
@@ -60,6 +61,7 @@ def _member_info(row: Any) -> MemberInfo:
         role=row.role,
         removed=row.removed_at is not None,
         revoked_permissions=tuple(row.revoked_permissions or ()),
+        tokens_revoked_at=row.tokens_revoked_at.timestamp() if row.tokens_revoked_at else None,
     )
 
 
@@ -92,7 +94,44 @@ class IdentityService:
         permissions = self.roles.permissions(member.role, claims.permissions, member.revoked_permissions)
         if require is not None and require not in permissions:
             raise AuthError(f"This member lacks the permission {require}.")
-        return Identity(member, permissions, claims.expires_at, token, claims.raw)
+        identity = Identity(member, permissions, claims.expires_at, token, claims.raw, claims.issued_at)
+        if member.tokens_revoked_at is not None and identity.revoked_by(member.tokens_revoked_at):
+            raise AuthError("This token was revoked; sign in again.")
+        return identity
+
+    async def revoke_tokens(self, org: str, sub: str) -> MemberInfo | None:
+        """Revoke every token of the member (`org`, `sub`) issued until now (SPEC §15); the member
+        as stored after it, or None when there is no such member."""
+        where = sa.and_(_organization.c.external_id == org, _member.c.external_id == sub)
+        async with self._engine.begin() as connection:
+            found = await self._find(connection, where)
+            if found is None:
+                return None
+            await connection.execute(
+                sa.update(_member).where(_member.c.id == found.id).values(tokens_revoked_at=utcnow())
+            )
+            return await self._find(connection, _member.c.id == found.id)
+
+    async def find(self, org: str, sub: str) -> MemberInfo | None:
+        """The member (`org`, `sub`) as stored; None when Vernis never saw them."""
+        async with self._engine.connect() as connection:
+            return await self._find(
+                connection, sa.and_(_organization.c.external_id == org, _member.c.external_id == sub)
+            )
+
+    async def token_revocations(self, member_ids: Sequence[UUID]) -> dict[UUID, float]:
+        """The admin API's revocations among these members: member id -> when (epoch seconds)."""
+        found: dict[UUID, float] = {}
+        for start in range(0, len(member_ids), 500):
+            batch = member_ids[start : start + 500]
+            async with self._engine.connect() as connection:
+                rows = await connection.execute(
+                    sa.select(_member.c.id, _member.c.tokens_revoked_at).where(
+                        _member.c.id.in_(batch), _member.c.tokens_revoked_at.is_not(None)
+                    )
+                )
+                found.update({row.id: row.tokens_revoked_at.timestamp() for row in rows})
+        return found
 
     async def refresh(self, current: Identity, token: str) -> Identity:
         """A live socket's new token: it must name the same member. Raises `AuthError` otherwise."""

@@ -17,6 +17,7 @@ from vernis.services.limits import RateLimiter, SocketCap
 from vernis.services.llm import ChatModel
 from vernis.services.persistence import ConversationStore
 from vernis.services.quotas import QuotaService
+from vernis.services.revocations import MemoryRevocations, Revocations
 from vernis.services.titles import TitleService
 from vernis.settings import Settings
 from vernis.tools.approvals import ApprovalService
@@ -51,3 +52,5 @@ class Services:
     metrics: Metrics = field(default_factory=Metrics)
     # Token quotas and usage (SPEC §15); no quota unless the app sets one.
     quotas: QuotaService | None = None
+    # The admin API's revocations, told to every instance (SPEC §15).
+    revocations: Revocations = field(default_factory=MemoryRevocations)

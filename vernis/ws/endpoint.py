@@ -71,12 +71,21 @@ class Sockets:
                     logger.exception("refreshing the socket count failed; next time")
             try:
                 revoked = await identity.revoked(list(self.by_member))
+                tokens_revoked = await identity.token_revocations(list(self.by_member))
             except Exception:
                 logger.exception("checking the members of open sockets failed; next time")
                 continue
             for member_id in revoked:
                 for connection in list(self.by_member.get(member_id, ())):
                     connection.revoked()
+            for member_id, revoked_at in tokens_revoked.items():
+                self.revoke(member_id, revoked_at)
+
+    def revoke(self, member_id: UUID, revoked_at: float) -> None:
+        """Close (4401) the member's sockets here whose token the revocation at `revoked_at` covers."""
+        for connection in list(self.by_member.get(member_id, ())):
+            if connection.identity.revoked_by(revoked_at):
+                connection.revoked()
 
 
 async def assistant_socket(websocket: WebSocket) -> None:
