@@ -386,6 +386,11 @@ class ToolRunner:
         }
         return ToolOutcome(call.call_id, call.name, arguments, "ok", envelope)
 
+    def distrust(self, source: str) -> None:
+        """Something this answer's model read (besides tool results) carried a planted instruction:
+        the writes it proposes say so on their cards."""
+        self._untrusted.append(source)
+
     def _warning(self, warning: str | None) -> str | None:
         """What the confirmation card of a write proposed now must say, if anything."""
         notes = []
