@@ -2,6 +2,12 @@
 
 `conversation_context()` / `member_context()` set context variables that every log record made
 inside them carries, including records of tasks started inside them (tasks copy the context).
+
+A JSON line (`VERNIS_LOG_FORMAT=json`, SPEC §15) holds `time`, `level`, `logger`, `event` (the
+message, also under `message`), `conversation_id`, `member_id` and the host's `org` and `sub` when
+in scope, and the record's own fields (an answer's end: `outcome`, `model`, `input_tokens`,
+`output_tokens`, `ttft_ms`, `duration_ms`). What users write and tool arguments are never logged at
+INFO or above.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ __all__ = ["configure_logging", "conversation_context", "member_context"]
 
 _conversation: contextvars.ContextVar[str | None] = contextvars.ContextVar("conversation_id", default=None)
 _member: contextvars.ContextVar[str | None] = contextvars.ContextVar("member_id", default=None)
+# The host's ids of the member in scope: (org, sub).
+_host: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("host", default=None)
 
 # Not written out: the attributes every record has, and the copy of the message with terminal
 # colours that uvicorn adds to some of its records.
@@ -38,11 +46,13 @@ def conversation_context(conversation_id: UUID | None) -> Iterator[None]:
 
 
 @contextmanager
-def member_context(member_id: UUID) -> Iterator[None]:
+def member_context(member_id: UUID, org: str | None = None, sub: str | None = None) -> Iterator[None]:
     token = _member.set(str(member_id))
+    host = _host.set((org, sub) if org is not None and sub is not None else None)
     try:
         yield
     finally:
+        _host.reset(host)
         _member.reset(token)
 
 
@@ -57,12 +67,15 @@ class JSONFormatter(logging.Formatter):
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "message": record.getMessage(),
+            "event": record.getMessage(),
         }
+        entry["message"] = entry["event"]
         if (conversation := _conversation.get()) is not None:
             entry["conversation_id"] = conversation
         if (member := _member.get()) is not None:
             entry["member_id"] = member
+        if (host := _host.get()) is not None:
+            entry["org"], entry["sub"] = host
         for key, value in record.__dict__.items():
             if key not in _SKIPPED and not key.startswith("_"):
                 entry[key] = value

@@ -400,18 +400,23 @@ class AnswerService:
         await self._hub.release(conversation_id, answer.owner)
         ended = time.monotonic()
         self._record(answer, status, error, ended)
+        input_tokens, output_tokens = answer.tokens()
         logger.info(
             "answer %s",
             status.value,
             extra={
+                "outcome": status.value,
+                "model": answer.spec.loop.model,
                 "message_id": str(answer.message_id),
                 "duration_ms": round((ended - answer.started_at) * 1000),
                 "ttft_ms": round((answer.first_token_at - answer.started_at) * 1000)
                 if answer.first_token_at is not None
                 else None,
                 "tool_calls": len(answer.tool_calls),
-                "prompt_tokens": answer.prompt_tokens,
-                "completion_tokens": answer.completion_tokens,
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+                # Estimated from text (vernis.services.usage) when the provider reported none.
+                "tokens_estimated": not (answer.prompt_tokens or answer.completion_tokens),
             },
         )
         for hook in self._stored_hooks:

@@ -101,7 +101,7 @@ async def assistant_socket(websocket: WebSocket) -> None:
     connection.socket_id = socket_id
     sockets.add(connection)
     try:
-        with member_context(member.id):
+        with member_context(member.id, member.org, member.sub):
             await websocket.accept(subprotocol)
             await connection.serve(
                 websocket.query_params.get("conversation_id"), websocket.query_params.get("after_seq")
