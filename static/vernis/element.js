@@ -16,6 +16,9 @@
 //   `vernis:tool-completed` {toolName, status, summary, callId, conversationId} when a tool call ends
 //   ("ok", "error" or "rejected"), so the host refreshes what a write changed.
 // - `theme` attribute ("light", "dark", "auto") and the `--vernis-*` custom properties: assistant.css.
+// - `layout` attribute: "overlay" (default: the open panel covers the page's right edge) or "push"
+//   (the open side panel narrows the page instead: `<body>` gets a right margin of the panel's width,
+//   so the host's own header controls stay in view; not in full screen, nor on a narrow screen).
 // - `element.open()`, `element.close()`.
 // The assistant's name and the quick actions of an empty conversation come from the server
 // (`GET /api/assistant/config`); until they arrive, and if they cannot, it is "Vernis" with none.
@@ -44,7 +47,7 @@ const CONNECTION_TEXT = {
 };
 
 export class VernisAssistant extends HTMLElement {
-  static observedAttributes = ["entity-type", "entity-id"];
+  static observedAttributes = ["entity-type", "entity-id", "layout"];
 
   constructor() {
     super();
@@ -80,6 +83,7 @@ export class VernisAssistant extends HTMLElement {
     }
     document.addEventListener("keydown", this.onDocumentKey);
     document.addEventListener("focusin", this.onDocumentFocus);
+    window.addEventListener("resize", this.onResize);
     // After the host's own code in this task, which may set `getToken` right after adding the element.
     queueMicrotask(() => this.loadConfig());
     const saved = this.saved();
@@ -94,6 +98,8 @@ export class VernisAssistant extends HTMLElement {
   disconnectedCallback() {
     document.removeEventListener("keydown", this.onDocumentKey);
     document.removeEventListener("focusin", this.onDocumentFocus);
+    window.removeEventListener("resize", this.onResize);
+    this.updatePush();
     this.tokens.stop();
     if (this.connection) {
       this.connection.stop();
@@ -102,8 +108,38 @@ export class VernisAssistant extends HTMLElement {
     }
   }
 
-  attributeChangedCallback() {
+  attributeChangedCallback(name) {
+    if (name === "layout") {
+      this.updatePush();
+      return;
+    }
     this.pageContextChanged();
+  }
+
+  /** `layout="push"`: while the side panel is open, the page is narrowed by its width. */
+  updatePush() {
+    if (!this.panel || !document.body) {
+      return;
+    }
+    const wide = window.matchMedia("(min-width: 521px)").matches;
+    const push = this.getAttribute("layout") === "push" && this.isOpen && !this.expanded && wide && this.isConnected;
+    const body = document.body;
+    if (push) {
+      if (this.pushedFrom === undefined) {
+        this.pushedFrom = body.style.marginRight;
+        this.pushTransition = body.style.transition;
+        if (!window.matchMedia("(prefers-reduced-motion: reduce)").matches) {
+          body.style.transition = "margin-right 0.24s cubic-bezier(0.2, 0.7, 0.2, 1)";
+        }
+      }
+      body.style.marginRight = getComputedStyle(this.panel).width;
+      document.documentElement.setAttribute("data-vernis-pushed", "");
+    } else if (this.pushedFrom !== undefined) {
+      body.style.marginRight = this.pushedFrom;
+      body.style.transition = this.pushTransition;
+      this.pushedFrom = undefined;
+      document.documentElement.removeAttribute("data-vernis-pushed");
+    }
   }
 
   // --- what the host gives ---------------------------------------------------------------------
@@ -317,6 +353,7 @@ export class VernisAssistant extends HTMLElement {
         this.setExpanded(false);
       }
     };
+    this.onResize = () => this.updatePush();
     // Full screen covers the host page: focus does not go behind it (a click, a script, Tab).
     this.onDocumentFocus = (event) => {
       if (this.isModal && event.target !== this) {
@@ -460,6 +497,7 @@ export class VernisAssistant extends HTMLElement {
       // After the panel is visible (it is `visibility: hidden` while closed).
       requestAnimationFrame(() => this.input.focus());
     }
+    this.updatePush();
     if (!wasOpen) {
       this.dispatchEvent(hostEvent("vernis:open"));
     }
@@ -472,6 +510,7 @@ export class VernisAssistant extends HTMLElement {
     this.launcher.setAttribute("aria-expanded", "false");
     this.persist({ open: false });
     this.launcher.focus();
+    this.updatePush();
     if (wasOpen) {
       this.dispatchEvent(hostEvent("vernis:close"));
     }
@@ -519,6 +558,7 @@ export class VernisAssistant extends HTMLElement {
     }
     this.panel.toggleAttribute("data-expanded", expanded);
     this.panel.setAttribute("aria-modal", String(expanded));
+    this.updatePush();
     this.expandButton.setAttribute("aria-pressed", String(expanded));
     const label = expanded ? "Collapse to side panel" : "Expand to full screen";
     this.expandButton.setAttribute("aria-label", label);

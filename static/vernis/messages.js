@@ -593,7 +593,7 @@ function scalar(value) {
 
 function change(value) {
   const side = (v, cls) => {
-    const shown = isEmpty(v) ? null : renderValue(v);
+    const shown = isEmpty(v) ? null : renderValue(v, true);
     return h("span", { class: cls }, shown || h("span", { class: "none" }, "(none)"));
   };
   return h("span", { class: "change" }, [
@@ -604,15 +604,19 @@ function change(value) {
   ]);
 }
 
-/** Any JSON value as readable DOM (null when there is nothing to show). */
-export function renderValue(value) {
+/**
+ * Any JSON value as readable DOM (null when there is nothing to show). In a write's preview
+ * (`preview`), a `{from, to}` pair is a change ("before → after"); elsewhere (a date range in a
+ * tool's arguments) it is two fields.
+ */
+export function renderValue(value, preview = false) {
   if (isEmpty(value)) {
     return null;
   }
   if (typeof value !== "object") {
     return h("span", { class: "value" }, scalar(value));
   }
-  if (isChange(value)) {
+  if (preview && isChange(value)) {
     return change(value);
   }
   const name = recordName(value);
@@ -620,21 +624,21 @@ export function renderValue(value) {
     return h("span", { class: "value" }, name);
   }
   if (Array.isArray(value)) {
-    const items = value.map((item) => renderValue(item)).filter((item) => item !== null);
+    const items = value.map((item) => renderValue(item, preview)).filter((item) => item !== null);
     const simple = value.every((item) => typeof item !== "object" || item === null || recordName(item) !== null);
     return h("ul", { class: simple ? "values inline" : "values" }, items.map((item) => h("li", {}, item)));
   }
-  return renderFields(value);
+  return renderFields(value, new Set(), preview);
 }
 
 /** An object's fields as labelled rows; `skip`: keys shown elsewhere. */
-function renderFields(object, skip = new Set()) {
+function renderFields(object, skip = new Set(), preview = false) {
   const rows = [];
   for (const [key, value] of Object.entries(object)) {
     if (skip.has(key)) {
       continue;
     }
-    const shown = renderValue(value);
+    const shown = renderValue(value, preview);
     if (shown === null) {
       continue;
     }
@@ -664,15 +668,15 @@ function renderResult(result) {
  */
 export function renderPreview(preview) {
   if (!isObject(preview)) {
-    return h("div", { class: "confirm-details" }, renderValue(preview) || h("p", { class: "none" }, "No details."));
+    return h("div", { class: "confirm-details" }, renderValue(preview, true) || h("p", { class: "none" }, "No details."));
   }
   const parts = [];
   const warnings = (Array.isArray(preview.warnings) ? preview.warnings : [preview.warnings]).filter((w) => !isEmpty(w));
-  const fields = renderFields(preview, new Set(["action", "changes", "warnings"]));
+  const fields = renderFields(preview, new Set(["action", "changes", "warnings"]), true);
   const changes = isObject(preview.changes) ? preview.changes : {};
   const changeRows = [];
   for (const [field, value] of Object.entries(changes)) {
-    const shown = isChange(value) ? change(value) : renderValue(value);
+    const shown = isChange(value) ? change(value) : renderValue(value, true);
     if (shown !== null) {
       changeRows.push(h("div", { class: "field" }, [h("dt", {}, humanize(field)), h("dd", {}, shown)]));
     }
@@ -685,7 +689,7 @@ export function renderPreview(preview) {
   }
   if (warnings.length) {
     parts.push(
-      h("ul", { class: "confirm-warnings", "aria-label": "Warnings" }, warnings.map((warning) => h("li", {}, renderValue(warning)))),
+      h("ul", { class: "confirm-warnings", "aria-label": "Warnings" }, warnings.map((warning) => h("li", {}, renderValue(warning, true)))),
     );
   }
   return h("div", { class: "confirm-details" }, parts);

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import re
+import uuid
+from typing import Any
+
 import httpx
 import sqlalchemy as sa
 
 from tests.data import database
 from tests.fixtures.server import Vernis, text_of
 from vernis.db.models import table_of
-from vernis_crm.demo.scripted import demo_scenarios
+from vernis_crm.demo.scripted import demo_scenarios, organization_today
 from vernis_crm.models import Contact
 
 # The prompts of the CRM toolkit's quick actions (vernis_crm/__init__.py), and the tool each calls.
@@ -44,23 +48,64 @@ async def test_each_read_quick_action_calls_its_tool_and_summarizes(vernis: Vern
 
 
 async def test_create_contact_quick_action_previews_then_yes_creates_it(vernis: Vernis) -> None:
-    """ "Create a new contact" previews an example contact; answering "yes" creates exactly it, once."""
+    """ "Create a new contact" previews a fresh example contact each time; answering "yes" creates exactly it, once, and the demo can be tried again."""
     vernis.scripted.scenarios = demo_scenarios()
+    created: list[dict[str, Any]] = []
     async with vernis.opened("member@acme.test") as client:
-        events = await client.answer("I want to create a new contact. Ask me for the details you need.")
-        assert "confirmation_required" in [e["type"] for e in events]
-        assert "Shall I go ahead?" in text_of(events)
-        events = await client.answer("Yes, go ahead")
-        completed = [e for e in events if e["type"] == "tool_call_completed"]
-        assert [(e["tool_name"], e["status"]) for e in completed] == [("create_contact", "ok")] * 2
+        for _ in range(2):
+            await client.send("new_conversation")
+            await client.until("history_end")
+            events = await client.answer("I want to create a new contact. Ask me for the details you need.")
+            (asked,) = [e for e in events if e["type"] == "confirmation_required"]
+            assert "Shall I go ahead?" in text_of(events)
+            events = await client.answer("Yes, go ahead")
+            completed = [e for e in events if e["type"] == "tool_call_completed"]
+            assert [(e["tool_name"], e["status"]) for e in completed] == [("create_contact", "ok")] * 2
+            created.append(asked["preview"]["contact"] | {"id": completed[0]["result"]["data"]["id"]})
+    # Two different example people (the same e-mail address twice would be refused the second time).
+    assert created[0]["emails"][0]["email"] != created[1]["emails"][0]["email"]
     contacts = table_of(Contact)
     async with database(vernis) as engine, engine.connect() as connection:
-        count = await connection.scalar(
-            sa.select(sa.func.count())
-            .select_from(contacts)
-            .where(contacts.c.first_name == "Alex", contacts.c.last_name == "Morgan")
-        )
-    assert count == 1
+        for person in created:
+            row = (
+                await connection.execute(
+                    sa.select(contacts.c.first_name, contacts.c.last_name).where(
+                        contacts.c.id == uuid.UUID(person["id"])
+                    )
+                )
+            ).one()
+            assert (row.first_name, row.last_name) == (person["first_name"], person["last_name"])
+
+
+async def test_review_todays_activity_counts_today_only(vernis: Vernis) -> None:
+    """ "Review today's activity" asks for today alone (the organization's today from the prompt), not the last seven days."""
+    vernis.scripted.scenarios = demo_scenarios()
+    async with vernis.opened("owner@acme.test") as client:
+        events = await client.answer("Review today's activity for me: calls, messages and tasks.")
+    (started,) = [e for e in events if e["type"] == "tool_call_started"]
+    assert started["tool_name"] == "get_activity_counts"
+    today = organization_today(next(r for r in vernis.scripted.requests if r.get("tools")))
+    assert today is not None
+    assert started["arguments"] == {"from": today.isoformat(), "to": today.isoformat()}
+    (completed,) = [e for e in events if e["type"] == "tool_call_completed"]
+    assert completed["result"]["data"]["period"]
+    assert "| What | Value |" in text_of(events)
+
+
+async def test_summarize_this_contact_reads_the_contact_of_the_page(vernis: Vernis) -> None:
+    """ "Summarize this contact" with a contact page's context calls get_contact_details with that contact, and the summary names them."""
+    vernis.scripted.scenarios = demo_scenarios()
+    contact_id = str(vernis.seed.entities["acme:contact:Jane Cooper"])
+    page = {"route": f"/contacts/{contact_id}", "entity_type": "contact", "entity_id": contact_id}
+    async with vernis.opened("member@acme.test") as client:
+        events = await client.answer("Summarize this contact for me.", page_context=page)
+    (started,) = [e for e in events if e["type"] == "tool_call_started"]
+    assert (started["tool_name"], started["arguments"]) == ("get_contact_details", {"contact_id": contact_id})
+    text = text_of(events)
+    assert "**Jane Cooper**" in text
+    assert "You wrote" not in text
+    # Times read as dates in the organization's zone, never ISO strings.
+    assert not re.search(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}", text)
 
 
 async def test_config_lists_the_quick_actions_for_a_page(vernis: Vernis) -> None:

@@ -26,3 +26,10 @@ def test_fallback_uses_first_words_within_the_cap() -> None:
     assert long.endswith("…")
     assert len(long) <= MAX_TITLE_CHARS
     assert fallback_title("x" * 200) == "x" * (MAX_TITLE_CHARS - 1) + "…"
+
+
+def test_clean_title_cuts_at_a_word_boundary() -> None:
+    """A model title over 60 characters is cut after a whole word (never half a word), and marked."""
+    title = clean_title("Reviewing quarterly engagement statistics for the northeastern dental practices")
+    assert title == "Reviewing quarterly engagement statistics for the…"
+    assert clean_title("x" * 80) == "x" * (MAX_TITLE_CHARS - 1) + "…"

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from playwright.async_api import expect
 
 from tests.fixtures.server import Vernis
-from tests.ui.conftest import OpenUI
+from tests.ui.conftest import UI, OpenUI
 from vernis.scripted import Reply
 from vernis.scripted.scenarios import system_text
+from vernis_crm.demo.scripted import demo_scenarios
 
 
 async def test_login_sets_the_cookie_and_opens_the_crm(vernis: Vernis, open_ui: OpenUI) -> None:
@@ -54,3 +59,102 @@ async def test_summarize_this_contact_on_a_contact_page(vernis: Vernis, open_ui:
     assert f"Route: /contacts/{contact_id}" in system
     assert "Jane Cooper" in system
     await ui.screenshot("contact-page.png")
+
+
+@contextmanager
+def demo_answers(vernis: Vernis) -> Iterator[None]:
+    """The offline demo's own scripted answers (`vernis serve --demo --scripted-model`), for this test only."""
+    model = vernis.scripted
+    saved = model.scenarios
+    model.scenarios = demo_scenarios()
+    try:
+        yield
+    finally:
+        model.scenarios = saved
+
+
+async def open_contact(ui: UI, name: str) -> str:
+    contact_id = str(ui.vernis.seed.entities[f"acme:contact:{name}"])
+    await ui.goto(f"/contacts/{contact_id}")
+    return contact_id
+
+
+async def test_the_demo_summarizes_the_contact_of_the_page(vernis: Vernis, open_ui: OpenUI) -> None:
+    """In the offline demo "Summarize this contact" reads that contact with its tool and shows dates, not ISO strings."""
+    ui = await open_ui(vernis, viewport=(1440, 900))
+    await open_contact(ui, "Jane Cooper")
+    with demo_answers(vernis):
+        await ui.open()
+        await ui.log.get_by_role("button", name="Summarize this contact").click()
+        answer = await ui.answered()
+        await expect(answer.locator(".tool-card .tool-name")).to_have_text("Get contact details")
+        await expect(answer.locator("strong").first).to_have_text("Jane Cooper")
+        text = await answer.inner_text()
+        assert "You wrote" not in text
+        assert not re.search(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}", text)
+        await ui.screenshot("demo-summarize-contact.png")
+
+
+async def test_the_demos_tables_have_a_header_and_today_is_today(vernis: Vernis, open_ui: OpenUI) -> None:
+    """ "Review today's activity" asks for today alone, and its table has a real header row (no empty one)."""
+    ui = await open_ui(vernis, email="owner@acme.test", viewport=(1440, 900))
+    with demo_answers(vernis):
+        await ui.open()
+        await ui.log.get_by_role("button", name="Review today's activity").click()
+        answer = await ui.answered()
+        headers = await answer.locator(".markdown th").all_inner_texts()
+        assert headers == ["What", "Value"]
+        card = answer.locator(".tool-card")
+        await card.locator("summary").click()
+        arguments = card.locator(".tool-section", has_text="Arguments").locator("dd")
+        await expect(arguments.first).to_be_visible()
+        days = await arguments.all_inner_texts()
+        assert len(days) == 2
+        assert days[0] == days[1]
+        await ui.screenshot("demo-today.png")
+
+
+async def test_the_open_panel_pushes_the_page_instead_of_covering_its_header(
+    vernis: Vernis, open_ui: OpenUI
+) -> None:
+    """With layout="push" the open panel narrows the page: the app bar's Sign out stays beside it; closed, the page is whole again."""
+    ui = await open_ui(vernis, viewport=(1440, 900))
+    sign_out = ui.page.get_by_role("button", name="Sign out")
+    before = await sign_out.bounding_box()
+    assert before is not None
+    await ui.open()
+    panel = await ui.panel.bounding_box()
+    assert panel is not None
+    await expect(ui.page.locator("html")).to_have_attribute("data-vernis-pushed", "")
+    await ui.page.wait_for_function(
+        "() => Math.abs(document.body.getBoundingClientRect().right - (window.innerWidth - 400)) < 1"
+    )
+    after = await sign_out.bounding_box()
+    assert after is not None
+    assert after["x"] + after["width"] <= panel["x"]
+    await expect(sign_out).to_be_visible()
+    await ui.screenshot("demo-push.png")
+    # Full screen covers everything (a dialog); closed, the page takes the whole width again.
+    await ui.panel.get_by_role("button", name="Close assistant").click()
+    await ui.page.wait_for_function(
+        "() => Math.abs(document.body.getBoundingClientRect().right - window.innerWidth) < 1"
+    )
+    await expect(ui.page.locator("html")).not_to_have_attribute("data-vernis-pushed", "")
+
+
+async def test_a_long_email_stays_inside_its_card(vernis: Vernis, open_ui: OpenUI) -> None:
+    """A contact's very long e-mail address wraps inside its card rather than running out of it."""
+    ui = await open_ui(vernis, viewport=(1440, 900))
+    await open_contact(ui, "Jane Cooper")
+    overflow = await ui.page.evaluate(
+        """() => {
+            const long = "a.very.long.address.with.many.parts." + "x".repeat(60) + "@example-dental-practice.test";
+            const cards = [...document.querySelectorAll(".card")];
+            const card = cards.find((c) => c.textContent.includes("@")) || cards[0];
+            const item = [...card.querySelectorAll("li, dd, td, p")].find((e) => e.textContent.includes("@")) || card;
+            item.firstChild.textContent = long;
+            return [...document.querySelectorAll(".card")].map((c) => c.scrollWidth - c.clientWidth);
+        }"""
+    )
+    assert max(overflow) <= 0, overflow
+    await ui.screenshot("demo-long-email.png")

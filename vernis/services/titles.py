@@ -54,7 +54,10 @@ def clean_title(raw: str) -> str | None:
     if not line:
         return None
     if len(line) > MAX_TITLE_CHARS:
-        line = line[: MAX_TITLE_CHARS - 1].rstrip() + "…"
+        # At a word boundary when there is one in the second half: never half a word.
+        cut = line[: MAX_TITLE_CHARS - 1]
+        space = cut.rfind(" ")
+        line = (cut[:space] if space >= MAX_TITLE_CHARS // 2 else cut).rstrip(" ,;:-") + "…"
     return line
 
 

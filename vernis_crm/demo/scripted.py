@@ -1,7 +1,9 @@
 """The offline demo's scenarios (`vernis serve --scripted-model`): enough of a model to show every
 tool category working, without one.
 
-- Quick actions (SPEC §11): a recognised request calls the matching tool, if this user is offered it.
+- Quick actions (SPEC §11): a recognised request calls the matching tool, if this user is offered it;
+  "Summarize this contact" on a contact's page reads that contact (its id is in the system prompt's
+  current page), and "today" is the organization's today (the system prompt's date).
 - After tool results: a short summary of what came back (lists, numbers, errors), or, for a write's
   preview, the change and the question whether to go ahead.
 - "Yes" after a preview: the identical call again with `confirmed: true` (the server checks that the
@@ -15,8 +17,10 @@ scripted per test); `demo_scenarios()` is only for the demo.
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import date, datetime
 from typing import Any
 
 import orjson
@@ -27,6 +31,7 @@ from vernis.scripted.scenarios import (
     TitleScenario,
     echo_reply,
     last_user_text,
+    system_text,
 )
 from vernis.scripted.script import Reply, ScriptedToolCall
 
@@ -37,18 +42,22 @@ YES = re.compile(r"^\s*(yes|yep|yeah|sure|ok(ay)?|confirm(ed)?|go ahead|do it|ap
 LIST_ITEMS = 8
 
 
+# The arguments of a quick action's call, from the user's text and the whole request.
+Arguments = Callable[[str, Mapping[str, Any]], dict[str, Any]]
+
+
 @dataclass(frozen=True, slots=True)
 class QuickAction:
     pattern: re.Pattern[str]
     tool: str
-    arguments: Callable[[str], dict[str, Any]]
+    arguments: Arguments
     intro: str
 
 
-def _named() -> Callable[[str], dict[str, Any]]:
+def _named() -> Arguments:
     """A search query from "... for / named / called <words>", else no query (a plain list)."""
 
-    def build(text: str) -> dict[str, Any]:
+    def build(text: str, body: Mapping[str, Any]) -> dict[str, Any]:
         match = re.search(r"\b(?:for|named|called)\s+([^.?!,:;]+)", text, re.I)
         query = match.group(1).strip(" \"'") if match else ""
         return {"query": query} if query else {}
@@ -56,8 +65,43 @@ def _named() -> Callable[[str], dict[str, Any]]:
     return build
 
 
-def _fixed(arguments: dict[str, Any]) -> Callable[[str], dict[str, Any]]:
-    return lambda text: dict(arguments)
+def _fixed(arguments: dict[str, Any]) -> Arguments:
+    return lambda text, body: dict(arguments)
+
+
+TODAY = re.compile(r"^- Today: \w+, (\w+ \d{1,2}, \d{4})", re.M)
+
+
+def organization_today(body: Mapping[str, Any]) -> date | None:
+    """The organization's today, as the system prompt says it ("- Today: Tuesday, November 24, 2026")."""
+    match = TODAY.search(system_text(body))
+    if match is None:
+        return None
+    try:
+        return datetime.strptime(match.group(1), "%B %d, %Y").date()
+    except ValueError:
+        return None
+
+
+def _today(text: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """Today only, on the organization's calendar (the tool's default is the last seven days)."""
+    today = organization_today(body)
+    return {"from": today.isoformat(), "to": today.isoformat()} if today else {}
+
+
+FIRST_NAMES = ("Alex", "Sam", "Jordan", "Riley", "Casey", "Morgan", "Jamie", "Avery", "Quinn", "Rowan")
+LAST_NAMES = ("Morgan", "Bennett", "Okafor", "Lindqvist", "Moreau", "Tanaka", "Alvarez", "Kowalski")
+
+
+def _example_contact(text: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """A fresh example contact each time (the approval demo can be tried again and again)."""
+    first, last = secrets.choice(FIRST_NAMES), secrets.choice(LAST_NAMES)
+    tag = secrets.token_hex(3)
+    return {
+        "first_name": first,
+        "last_name": last,
+        "emails": [{"email": f"{first}.{last}.{tag}@example.com".lower(), "label": "work"}],
+    }
 
 
 QUICK_ACTIONS: tuple[QuickAction, ...] = (
@@ -89,20 +133,14 @@ QUICK_ACTIONS: tuple[QuickAction, ...] = (
     QuickAction(
         re.compile(r"today'?s activity|activity today|review today", re.I),
         "get_activity_counts",
-        _fixed({}),
+        _today,
         "Today's activity so far.",
     ),
     QuickAction(
         re.compile(r"create (?:a )?(?:new )?contact", re.I),
         "create_contact",
-        _fixed(
-            {
-                "first_name": "Alex",
-                "last_name": "Morgan",
-                "emails": [{"email": "alex.morgan@example.com", "label": "work"}],
-            }
-        ),
-        "I prepared a new contact (Alex Morgan) as an example.",
+        _example_contact,
+        "I prepared an example contact (a made-up person).",
     ),
     QuickAction(re.compile(r"engagement", re.I), "get_engagement_stats", _fixed({}), "Engagement, recently."),
     QuickAction(
@@ -151,9 +189,39 @@ def quick_action(body: Mapping[str, Any], /) -> Reply | None:
             )
         return Reply(
             action.intro,
-            tool_calls=[ScriptedToolCall(action.tool, _fit(action.arguments(text), offered[action.tool]))],
+            tool_calls=[
+                ScriptedToolCall(action.tool, _fit(action.arguments(text, body), offered[action.tool]))
+            ],
         )
     return None
+
+
+# The page the user is on, as the system prompt names it (vernis.services.prompt).
+CURRENT_PAGE = re.compile(r'The user is looking at the ([a-z][a-z ]*) "[^"\n]*" \(id ([^)\s]+)\)')
+SUMMARIZE = re.compile(r"\bsummari[sz]e this ([a-z ]+?)\b(?: for me)?[.!?]?$", re.I)
+# How the demo reads the entity a page shows: the tool and its id argument.
+PAGE_TOOLS = {"contact": ("get_contact_details", "contact_id"), "call": ("get_call_details", "call_id")}
+
+
+def summarize_page(body: Mapping[str, Any], /) -> Reply | None:
+    """ "Summarize this contact" (or call): read the entity of the current page with its tool."""
+    messages = body.get("messages") or []
+    if not messages or messages[-1].get("role") != "user":
+        return None
+    match = SUMMARIZE.search(last_user_text(body).strip())
+    page = CURRENT_PAGE.search(system_text(body))
+    if match is None:
+        return None
+    if page is None:
+        return Reply(f"I cannot tell which {match.group(1)} you mean: this page does not show one." + NOTE)
+    entity_type = page.group(1).replace(" ", "_")
+    tool = PAGE_TOOLS.get(entity_type)
+    offered = _offered(body)
+    if tool is None or tool[0] not in offered:
+        return Reply(f"The demo cannot summarize this {page.group(1)}." + NOTE)
+    name, argument = tool
+    call = ScriptedToolCall(name, {argument: page.group(2)})
+    return Reply(f"Reading this {page.group(1)}.", tool_calls=[call])
 
 
 def _trailing_tool_results(messages: list[Mapping[str, Any]]) -> list[tuple[str, Any]]:
@@ -180,17 +248,73 @@ def _label(item: Mapping[str, Any]) -> str:
     return next((str(v) for v in item.values() if isinstance(v, str) and v), "item")
 
 
+ISO_DATETIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:[+-]\d{2}:?\d{2}|Z)?$")
+
+
+def _value(value: Any) -> str:
+    """A value as a person reads it: a time as "Nov 24, 14:05" (the tools give times in the
+    organization's time zone, with its offset: kept as is), yes / no, else the text."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str) and ISO_DATETIME.match(value):
+        try:
+            when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return value
+        return f"{when:%b} {when.day}, {when:%Y} {when:%H:%M}"
+    return str(value)
+
+
 def _details(item: Mapping[str, Any]) -> str:
     skip = {"id", "name", "title", "label", "full_name"}
     parts = [
-        f"{k.replace('_', ' ')}: {v}"
+        f"{k.replace('_', ' ')}: {_value(v)}"
         for k, v in item.items()
         if k not in skip and isinstance(v, str | int | float) and not isinstance(v, bool)
     ]
     return "; ".join(parts[:3])
 
 
+def _contact_summary(data: Mapping[str, Any]) -> str:
+    """A contact's details (get_contact_details) as a short summary."""
+    name = str(
+        data.get("name") or " ".join(str(data.get(k) or "") for k in ("first_name", "last_name")).strip()
+    )
+    lines = [f"**{name}**" + (f" ({data['company']})" if data.get("company") else "")]
+    emails = [str(e.get("email")) for e in data.get("emails") or () if isinstance(e, Mapping)]
+    phones = [
+        str(p.get("number") or p.get("e164")) for p in data.get("phones") or () if isinstance(p, Mapping)
+    ]
+    if emails:
+        lines.append(f"- E-mail: {', '.join(emails)}")
+    if phones:
+        lines.append(f"- Phone: {', '.join(phones)}")
+    if data.get("tags"):
+        lines.append(f"- Tags: {', '.join(str(tag) for tag in data['tags'])}")
+    if data.get("created_at"):
+        lines.append(f"- In the CRM since {_value(data['created_at'])}")
+    activity = data.get("activity")
+    if isinstance(activity, Mapping) and activity:
+        calls, messages = activity.get("calls", 0), activity.get("messages", 0)
+        line = f"- {calls} call{'s' if calls != 1 else ''}, {messages} message{'s' if messages != 1 else ''}"
+        if activity.get("last_call_at"):
+            line += f"; last call {_value(activity['last_call_at'])}"
+        lines.append(line)
+        lines.append(
+            f"- Open tasks: {activity.get('open_tasks', 0)}; active plans: {activity.get('active_plans', 0)}"
+        )
+    notes = data.get("notes")
+    latest = (
+        [n for n in notes.get("latest") or () if isinstance(n, Mapping)] if isinstance(notes, Mapping) else []
+    )
+    if latest:
+        lines.append(f"- Latest note ({_value(latest[0].get('created_at'))}): {latest[0].get('body')}")
+    return "\n".join(lines)
+
+
 def _markdown(data: Any) -> str:
+    if isinstance(data, Mapping) and "first_name" in data and "emails" in data:
+        return _contact_summary(data)
     if isinstance(data, Mapping):
         for key, value in data.items():
             if isinstance(value, list) and value and all(isinstance(item, Mapping) for item in value):
@@ -203,8 +327,8 @@ def _markdown(data: Any) -> str:
                 return "\n".join(lines)
         scalars = [(k, v) for k, v in data.items() if isinstance(v, str | int | float | bool)]
         if scalars:
-            rows = "\n".join(f"| {k.replace('_', ' ')} | {v} |" for k, v in scalars[:20])
-            return "| | |\n|---|---|\n" + rows
+            rows = "\n".join(f"| {k.replace('_', ' ').capitalize()} | {_value(v)} |" for k, v in scalars[:20])
+            return "| What | Value |\n|---|---|\n" + rows
     text = orjson.dumps(data, option=orjson.OPT_INDENT_2).decode()
     return "```json\n" + (text if len(text) < 1500 else text[:1500] + "\n…") + "\n```"
 
@@ -272,6 +396,7 @@ def demo_scenarios(title_model: str = SCRIPTED_TITLE_MODEL) -> list[Scenario]:
         TitleScenario(title_model),
         confirm_previewed_write,
         summarize_tool_results,
+        summarize_page,
         quick_action,
         echo_reply,
     ]

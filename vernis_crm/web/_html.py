@@ -60,6 +60,8 @@ def page(
         body_attributes = f' data-entity-type="{e(entity.type)}" data-entity-id="{e(entity.id)}"'
     header = _app_bar(member, active) if member is not None else ""
     script = f'<script type="module" src="{ASSISTANT_SCRIPT}"></script>' if assistant and member else ""
+    # "push": the open panel narrows the page, so the app bar's own controls stay in view.
+    assistant_element = '<vernis-assistant layout="push"></vernis-assistant>' if script else ""
     html = f"""<!doctype html>
 <html lang="en">
 <head>
@@ -76,6 +78,7 @@ def page(
 <main id="main" class="main" tabindex="-1">
 {content}
 </main>
+{assistant_element}
 </body>
 </html>
 """
