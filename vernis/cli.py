@@ -34,6 +34,7 @@ from pydantic import ValidationError
 from vernis.exceptions import ConfigError
 from vernis.metrics import MULTIPROC_ENV
 from vernis.settings import Settings, load_settings
+from vernis.ws.keepalive import KeepaliveProtocol
 
 if TYPE_CHECKING:
     from vernis.tools.catalog import Catalog
@@ -47,8 +48,9 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
     """uvicorn, configured the way Vernis must run: tight WebSocket limits (SPEC §2).
 
     uvicorn's own defaults allow 16 MiB frames and per-message deflate (a small frame can inflate a
-    thousandfold); the sans-I/O websockets implementation is the fastest and leanest here and sends
-    keepalive pings itself (a missed pong closes with 1011). uvloop and httptools are declared
+    thousandfold); the sans-I/O websockets implementation is the fastest and leanest here, run with
+    Vernis's keepalive (`vernis.ws.keepalive`: a ping every `ping_interval`, and a missed pong closes
+    with 4408, where uvicorn's own closes with 1011). uvloop and httptools are declared
     dependencies, chosen here rather than left to whatever happens to be installed.
     """
     return {
@@ -56,7 +58,7 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         # the CPU per streamed delta on the plain asyncio loop (PERF-NOTES).
         "loop": "uvloop",
         "http": "httptools",
-        "ws": "websockets-sansio",
+        "ws": KeepaliveProtocol,
         "ws_max_size": settings.max_frame_bytes,
         "ws_per_message_deflate": False,
         "ws_ping_interval": settings.ping_interval,

@@ -92,8 +92,8 @@ async def read_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
     return first & 0x0F, await reader.readexactly(length)
 
 
-async def test_client_that_never_answers_pings_is_closed_with_1011(vernis_factory: VernisFactory) -> None:
-    """A raw client that completes the handshake but never answers pings gets a ping, then a 1011 close, within 2 s."""
+async def test_client_that_never_answers_pings_is_closed_with_4408(vernis_factory: VernisFactory) -> None:
+    """A raw client that completes the handshake but never answers pings gets a ping, then a 4408 close (Vernis's keepalive, SPEC §2), within 2 s."""
     async with vernis_factory(ping_interval=0.2, ping_timeout=0.2) as vernis:
         reader, writer = await asyncio.open_connection("127.0.0.1", vernis.port)
         try:
@@ -121,7 +121,7 @@ async def test_client_that_never_answers_pings_is_closed_with_1011(vernis_factor
                     if opcode == OPCODE_CLOSE:
                         break
             (code,) = struct.unpack("!H", payload[:2])
-            assert code == 1011
+            assert code == 4408
             assert OPCODE_PING in opcodes
             assert opcodes.index(OPCODE_PING) < len(opcodes) - 1
             assert OPCODE_TEXT in opcodes  # the opening replay arrived: the socket was really accepted

@@ -16,4 +16,4 @@ class CloseCode(enum.IntEnum):
     SERVICE_RESTART = 1012  # graceful shutdown: clients reconnect
     TRY_AGAIN_LATER = 1013  # the client reads too slowly to keep up
     AUTH_EXPIRED = 4401  # token expired, member removed or lost access
-    KEEPALIVE_TIMEOUT = 4408  # no pong (when Vernis runs its own keepalive)
+    KEEPALIVE_TIMEOUT = 4408  # no pong to a keepalive ping (vernis.ws.keepalive)
