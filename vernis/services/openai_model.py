@@ -14,6 +14,8 @@ Stream handling, on top of the `ChatModel` contract (`vernis.services.llm`):
   ignored except for their usage, so nothing is doubled;
 - an `{"error": ...}` object under HTTP 200 (or `finish_reason: "error"`) raises `LLMUnavailable`;
 - `:` comment lines are ignored and do not count as progress for the stall timeout;
+- a stream that stalls before the answer begins (no text or tool call yet) raises a retryable
+  `LLMUnavailable`, retried like a 5xx; a stall after that is `LLMStalled` (the answer fails);
 - reasoning text (`delta.reasoning_content` or `delta.reasoning`) becomes `ReasoningDelta`s;
 - each `data:` line is one JSON chunk (no provider splits a chunk over several `data:` lines).
 
@@ -99,6 +101,9 @@ class OpenAIChatModel:
                 assembler = _Assembler()
                 watch = _StallWatch(self.stall_timeout)
                 pending = b""
+                # Whether the answer has begun (an event went out): a stall before it is retried
+                # like a 5xx (SPEC §9); after it, it fails the answer.
+                started = False
                 try:
                     async with aclosing(_reads(http)) as reads:
                         while not assembler.done:
@@ -112,10 +117,14 @@ class OpenAIChatModel:
                                     raise
                                 if assembler.finish_reason is not None:
                                     break  # the answer is complete; the provider just kept the stream open
+                                if not started:
+                                    raise _not_started("chunk", self.stall_timeout) from None
                                 raise LLMStalled(detail=f"no chunk for {self.stall_timeout:g} s") from None
                             except httpx2.TimeoutException:
                                 if assembler.finish_reason is not None:
                                     break
+                                if not started:
+                                    raise _not_started("byte", self.stall_timeout) from None
                                 raise LLMStalled(detail=f"no byte for {self.stall_timeout:g} s") from None
                             except (httpx2.TransportError, ssl.SSLError) as exc:
                                 if assembler.finish_reason is not None:
@@ -132,6 +141,7 @@ class OpenAIChatModel:
                                 if line[:5] == b"data:":
                                     watch.progress()
                                     for event in assembler.feed(line[5:]):
+                                        started = True
                                         yield event
                 finally:
                     watch.close()
@@ -426,6 +436,13 @@ def _stream_error(error: object) -> LLMUnavailable:
     detail = orjson.dumps(error).decode() if isinstance(error, dict | list) else str(error)
     return LLMUnavailable(
         "The language model failed mid-answer; try again shortly.", detail=f"error in stream: {detail}"[:300]
+    )
+
+
+def _not_started(what: str, seconds: float) -> LLMUnavailable:
+    """A stream that stalled before the answer began: retryable, as a 5xx is."""
+    return LLMUnavailable(
+        "The language model did not start answering in time.", detail=f"no first {what} for {seconds:g} s"
     )
 
 
