@@ -334,6 +334,7 @@ export class VernisAssistant extends HTMLElement {
       confirm: (id, approved) => this.session.confirmTool(id, approved),
       feedback: (id, rating) => this.session.feedback(id, rating),
       regenerate: () => this.regenerate(),
+      edit: (messageId, content) => this.editMessage(messageId, content),
     });
     this.session = new Session(this, (command) => (this.connection ? this.connection.send(command) : false), {
       conversationId: saved.conversationId || null,
@@ -877,6 +878,29 @@ export class VernisAssistant extends HTMLElement {
     // A failure of the model or the server (not of the user's message): Retry asks again.
     const retryable = ["llm_unavailable", "llm_not_configured", "unavailable", "internal"].includes(event.code);
     this.messages.answerError(messageId, event.message, retryable ? () => this.regenerate() : null);
+  }
+
+  /** Send an edit of the last user message (`edit_message`); false when it cannot go now. */
+  editMessage(messageId, content) {
+    if (this.session.busy) {
+      return false;
+    }
+    if (charCount(content) > MAX_CHARS) {
+      this.messages.notice(`A message can be at most ${MAX_CHARS.toLocaleString("en-US")} characters.`, { kind: "error" });
+      return false;
+    }
+    if (!this.session.editMessage(messageId, content)) {
+      this.messages.notice("Not connected: your edit was not sent.", { kind: "error" });
+      return false;
+    }
+    this.updateComposer();
+    return true;
+  }
+
+  editRefused(content, event) {
+    this.messages.editRefused();
+    this.messages.notice(event.message, { kind: "error" });
+    this.updateComposer();
   }
 
   /** Write the last answer again (`regenerate`): the failed or unwanted one stays as an earlier version. */

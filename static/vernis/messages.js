@@ -15,7 +15,8 @@ const STATUS_LABELS = {
 export class MessageList {
   /**
    * `log`: the scrolling element. `render(target, markdown)`: the sanitizing renderer.
-   * `actions`: {confirm(confirmationId, approved), feedback(messageId, rating), regenerate()}.
+   * `actions`: {confirm(confirmationId, approved), feedback(messageId, rating), regenerate(),
+   * edit(messageId, content)}.
    */
   constructor(log, render, actions) {
     this.log = log;
@@ -23,6 +24,8 @@ export class MessageList {
     this.actions = actions;
     this.answers = new Map();
     this.cards = new Map();
+    // Each user message and the answers after it: {user, content, messageId, answers, superseded, group}.
+    this.turns = [];
     this.empty = null;
     this.pendingRenders = new Set();
     this.frame = null;
@@ -43,6 +46,7 @@ export class MessageList {
     this.log.replaceChildren();
     this.answers.clear();
     this.cards.clear();
+    this.turns = [];
     this.empty = null;
   }
 
@@ -66,18 +70,129 @@ export class MessageList {
 
   // --- user messages ---------------------------------------------------------------------------
 
-  addUser(content, { pending = false, createdAt = null } = {}) {
+  addUser(content, { pending = false, createdAt = null, messageId = null, superseded = false } = {}) {
     this.hideEmpty();
     // `dir="auto"`: a message in a right-to-left language reads right to left, whatever the page's.
     const bubble = h("div", { class: "bubble", dir: "auto" }, content);
-    const element = h("div", { class: "msg user", "data-pending": pending ? "" : null }, [
-      h("span", { class: "sr-only" }, "You said:"),
-      bubble,
-      h("div", { class: "msg-meta" }, [timestamp(createdAt), this.copyButton(() => content, "Copy message")]),
-    ]);
+    const editButton = h("button", { type: "button", class: "icon-button small edit", "aria-label": "Edit message", title: "Edit message", hidden: "" }, [icon("pencil")]);
+    const meta = h("div", { class: "msg-meta" }, [timestamp(createdAt), editButton, this.copyButton(() => content, "Copy message")]);
+    const element = h("div", { class: "msg user", "data-pending": pending ? "" : null }, [h("span", { class: "sr-only" }, "You said:"), bubble, meta]);
+    const turn = { user: element, bubble, meta, content, messageId, answers: [], superseded, group: null, nav: null, editButton };
+    editButton.addEventListener("click", () => this.startEdit(turn));
+    // After an exchange that was edited: this is its newer version.
+    const previous = this.turns[this.turns.length - 1];
+    this.turns.push(turn);
     this.append(element, true);
+    if (previous && previous.superseded) {
+      turn.group = previous.group || (previous.group = [previous]);
+      turn.group.push(turn);
+      this.showTurn(turn.group, turn.group.length - 1);
+    }
     this.refreshRegenerate();
     return element;
+  }
+
+  /** Show version `index` of an edited exchange: its user message and its answers. */
+  showTurn(group, index) {
+    group.forEach((turn, i) => {
+      const shown = i === index;
+      turn.user.hidden = !shown;
+      for (const answer of turn.answers) {
+        answer.element.hidden = !shown || (answer.group ? answer.group.indexOf(answer) !== (answer.group.shown ?? answer.group.length - 1) : false);
+      }
+      if (!turn.nav) {
+        turn.nav = h("span", { class: "versions", role: "group", "aria-label": "Versions of this message" });
+        turn.meta.prepend(turn.nav);
+      }
+      const previous = h("button", { type: "button", class: "icon-button small", "aria-label": "Earlier version", title: "Earlier version", disabled: i === 0 }, [icon("back")]);
+      const next = h("button", { type: "button", class: "icon-button small next", "aria-label": "Later version", title: "Later version", disabled: i === group.length - 1 }, [icon("back")]);
+      previous.addEventListener("click", () => {
+        this.showTurn(group, i - 1);
+        group[i - 1].nav.querySelector(".next").focus();
+      });
+      next.addEventListener("click", () => {
+        this.showTurn(group, i + 1);
+        const later = group[i + 1].nav.querySelector("button");
+        (later.disabled ? group[i + 1].nav.querySelector(".next") : later).focus();
+      });
+      turn.nav.replaceChildren(previous, h("span", { class: "versions-count" }, `${i + 1} / ${group.length}`), next);
+    });
+  }
+
+  /** The last user message in an editor: Enter (or Save) sends the edit, Escape cancels. */
+  startEdit(turn) {
+    const editor = h("textarea", { class: "edit-input", dir: "auto", rows: "3", "aria-label": "Edit your message" });
+    editor.value = turn.content;
+    const save = h("button", { type: "button", class: "button primary small" }, "Send");
+    const cancel = h("button", { type: "button", class: "button small" }, "Cancel");
+    const form = h("div", { class: "edit-form" }, [editor, h("div", { class: "edit-actions" }, [cancel, save])]);
+    const close = () => {
+      form.remove();
+      turn.bubble.hidden = false;
+      turn.meta.hidden = false;
+      turn.editButton.focus();
+    };
+    const submit = () => {
+      const content = editor.value.trim();
+      if (!content || content === turn.content) {
+        close();
+        return;
+      }
+      const answer = turn.answers[turn.answers.length - 1];
+      const id = turn.messageId || (answer ? answer.id : null);
+      if (id && this.actions.edit && this.actions.edit(id, content)) {
+        form.remove();
+        turn.bubble.hidden = false;
+        turn.meta.hidden = false;
+        turn.superseded = true;
+        this.addUser(content, { pending: true });
+      }
+    };
+    editor.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        submit();
+      } else if (event.key === "Escape") {
+        event.preventDefault();
+        close();
+      }
+    });
+    save.addEventListener("click", submit);
+    cancel.addEventListener("click", close);
+    turn.bubble.hidden = true;
+    turn.meta.hidden = true;
+    turn.user.append(form);
+    editor.focus();
+  }
+
+  /** An edit the server refused: the earlier exchange is current again. */
+  editRefused() {
+    const turn = this.turns.pop();
+    if (!turn) {
+      return;
+    }
+    turn.user.remove();
+    const previous = this.turns[this.turns.length - 1];
+    if (previous) {
+      previous.superseded = false;
+      if (turn.group) {
+        turn.group.pop();
+        if (turn.group.length > 1) {
+          this.showTurn(turn.group, turn.group.length - 1);
+        } else {
+          previous.group = null;
+          previous.user.hidden = false;
+          for (const answer of previous.answers) {
+            answer.element.hidden = answer.group ? answer.group.indexOf(answer) !== (answer.group.shown ?? answer.group.length - 1) : false;
+          }
+          if (previous.nav) {
+            previous.nav.remove();
+            previous.nav = null;
+          }
+        }
+      }
+    }
+    this.refreshRegenerate();
   }
 
   /** A button copying `text()` to the clipboard; it says "Copied" for a moment. */
@@ -121,13 +236,14 @@ export class MessageList {
     for (const element of this.log.querySelectorAll(".msg.user[data-pending]")) {
       element.removeAttribute("data-pending");
     }
+    this.refreshRegenerate();
   }
 
   // --- history ---------------------------------------------------------------------------------
 
   historyMessage(message) {
     if (message.role === "user") {
-      this.addUser(message.content, { createdAt: message.created_at });
+      this.addUser(message.content, { createdAt: message.created_at, messageId: message.message_id, superseded: message.status === "superseded" });
       return;
     }
     // As it streamed: the text up to each call's `text_offset` (code points), then its card.
@@ -187,6 +303,14 @@ export class MessageList {
       const previous = last && last.classList.contains("assistant") ? this.answers.get(last.dataset.messageId) : null;
       this.answers.set(messageId, answer);
       this.append(element, true);
+      const turn = this.turns[this.turns.length - 1];
+      if (turn) {
+        turn.answers.push(answer);
+        // An answer of an earlier version of an edited exchange is hidden with its user message.
+        if (turn.user.hidden) {
+          element.hidden = true;
+        }
+      }
       if (previous) {
         answer.group = previous.group || (previous.group = [previous]);
         answer.group.push(answer);
@@ -291,8 +415,11 @@ export class MessageList {
   /** The answer failed: the server's plain sentence, and a Retry button when `retry` is given. */
   /** Show version `index` of an answer written several times; the others are hidden. */
   showVersion(group, index) {
+    group.shown = index;
+    const turn = this.turns.find((candidate) => candidate.answers.includes(group[0]));
+    const turnHidden = Boolean(turn && turn.user.hidden);
     group.forEach((member, i) => {
-      member.element.hidden = i !== index;
+      member.element.hidden = i !== index || turnHidden;
       if (!member.nav) {
         member.nav = h("span", { class: "versions", role: "group", "aria-label": "Versions of this answer" });
         member.footer.prepend(member.nav);
@@ -312,7 +439,7 @@ export class MessageList {
     });
   }
 
-  /** Only the conversation's last answer (nothing after it) offers to be written again. */
+  /** Only the conversation's last answer offers to be written again, its last message to be edited. */
   refreshRegenerate() {
     const messages = this.log.querySelectorAll(".msg");
     const last = messages[messages.length - 1];
@@ -321,6 +448,11 @@ export class MessageList {
         const isLast = answer.element === last || (answer.group && answer.group.some((member) => member.element === last));
         answer.regenerate.hidden = !isLast;
       }
+    }
+    const lastTurn = this.turns[this.turns.length - 1];
+    for (const turn of this.turns) {
+      const editable = turn === lastTurn && !turn.superseded && !turn.user.hasAttribute("data-refused") && !turn.user.hasAttribute("data-pending");
+      turn.editButton.hidden = !editable || (!turn.messageId && !turn.answers.length);
     }
   }
 

@@ -104,6 +104,19 @@ export class Session {
     return true;
   }
 
+  /**
+   * Replace the last user message with `content` and answer it again (`edit_message`); the earlier
+   * exchange stays as an earlier version. `messageId`: that message's id, or its answer's.
+   */
+  editMessage(messageId, content) {
+    const command = { type: "edit_message", message_id: messageId, content, client_message_id: randomId() };
+    if (!this.send(command)) {
+      return false;
+    }
+    this.awaiting = { command, resend: false, edit: true };
+    return true;
+  }
+
   /** Answer the last user message again (the earlier answer stays as an earlier version). */
   regenerate() {
     const command = { type: "regenerate", client_message_id: randomId() };
@@ -306,6 +319,13 @@ export class Session {
     if (this.regenerating && !this.answering) {
       this.regenerating = null;
       this.view.commandError(event);
+      return;
+    }
+    if (this.awaiting && this.awaiting.edit && !this.answering) {
+      // The edit did not happen (an unknown message, a limit): the earlier exchange stays current.
+      const refused = this.awaiting;
+      this.awaiting = null;
+      this.view.editRefused(refused.command.content, event);
       return;
     }
     if (this.awaiting && !this.answering && REFUSALS.has(event.code)) {

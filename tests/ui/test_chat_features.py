@@ -114,3 +114,51 @@ async def test_regenerate_keeps_the_earlier_answer_as_a_version(ui: UI) -> None:
     await expect(ui.log.get_by_role("button", name="Write this answer again")).to_have_count(1)
     await expect(ui.answers().last.get_by_role("button", name="Write this answer again")).to_be_visible()
     await expect(ui.log.locator(".regenerate")).to_have_count(3)
+
+
+async def test_edit_and_resend_keeps_the_original_as_an_earlier_version(ui: UI) -> None:
+    """Editing the last message (Enter sends) answers the new text; the original exchange is a click away (1 / 2), the same after a reload."""
+    ui.vernis.scripted.add(Reply("About Tuesday."), match=chat_about("tuesday"))
+    ui.vernis.scripted.add(Reply("About Wednesday."), match=chat_about("wednesday"))
+    await ui.open()
+    await ui.send("book me on tuesday")
+    await ui.answered()
+    user = ui.log.locator(".msg.user").first
+    await user.hover()
+    await user.get_by_role("button", name="Edit message").click()
+    editor = user.get_by_role("textbox", name="Edit your message")
+    await expect(editor).to_be_focused()
+    await expect(editor).to_have_value("book me on tuesday")
+    await ui.screenshot("edit-message.png")
+    # Escape cancels (and leaves the panel open).
+    await editor.press("Escape")
+    await expect(editor).to_have_count(0)
+    await expect(ui.panel).to_have_attribute("data-open", "")
+    await user.hover()
+    await user.get_by_role("button", name="Edit message").click()
+    await editor.fill("book me on wednesday")
+    await editor.press("Enter")
+    await ui.answered(2)
+    edited = ui.log.locator(".msg.user").nth(1)
+    await expect(edited.locator(".bubble")).to_have_text("book me on wednesday")
+    await expect(ui.answers().nth(1)).to_contain_text("About Wednesday.")
+    await expect(user).to_be_hidden()
+    await expect(ui.answers().nth(0)).to_be_hidden()
+    versions = edited.get_by_role("group", name="Versions of this message")
+    await expect(versions.locator(".versions-count")).to_have_text("2 / 2")
+    await ui.screenshot("edited.png")
+    await versions.get_by_role("button", name="Earlier version").click()
+    await expect(user).to_be_visible()
+    await expect(ui.answers().nth(0)).to_be_visible()
+    await expect(edited).to_be_hidden()
+    await expect(ui.answers().nth(1)).to_be_hidden()
+    await user.get_by_role("button", name="Later version").click()
+    await expect(edited).to_be_visible()
+    live = await ui.log.evaluate(SNAPSHOT)
+
+    await ui.page.reload()
+    await ui.connected()
+    await expect(ui.answers()).to_have_count(2)
+    assert await ui.log.evaluate(SNAPSHOT) == live
+    chat = [body for body in ui.vernis.scripted.requests if body.get("tools")]
+    assert "tuesday" not in str(chat[-1]["messages"][1:])

@@ -161,7 +161,8 @@ class WindowCache:
             self._cache.pop(conversation_id, None)
 
     def build(self, conversation_id: UUID, messages: Iterable[StoredLike]) -> ConversationWindow:
-        listed = list(messages)
+        # An edited exchange's earlier version (`edit_message`) is out of the window.
+        listed = [message for message in messages if getattr(message, "status", None) != "superseded"]
         # An answer followed by another answer was written again (`regenerate`): only the newest counts.
         latest = [
             message

@@ -93,6 +93,9 @@ class MessageStatus(enum.StrEnum):
     COMPLETE = "complete"
     STOPPED = "stopped"
     FAILED = "failed"
+    # An exchange the user edited (`edit_message`): kept as the earlier version, out of the model's
+    # window. The edited user message and its answer follow it.
+    SUPERSEDED = "superseded"
 
 
 def table_of(model: type[SQLModel]) -> sa.Table:

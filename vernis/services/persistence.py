@@ -711,6 +711,20 @@ class ConversationStore:
 
         return await self._transactions.run(_tx)
 
+    async def supersede(self, conversation_id: UUID, from_position: int) -> None:
+        """Mark the conversation's messages from `from_position` on as superseded: the earlier
+        version of an exchange the user edited (`edit_message`)."""
+        statement = (
+            sa.update(_message)
+            .where(_message.c.conversation_id == conversation_id, _message.c.position >= from_position)
+            .values(status=MessageStatus.SUPERSEDED.value)
+        )
+
+        def _tx(connection: Connection) -> None:
+            connection.execute(statement)
+
+        await self._transactions.run(_tx)
+
     async def streaming_answers(self) -> list[tuple[UUID, UUID]]:
         """(message id, conversation id) of every answer stored as still streaming."""
         statement = sa.select(_message.c.id, _message.c.conversation_id).where(

@@ -1,68 +1,64 @@
-"""`regenerate` (SPEC §3): answer the last user message again.
+"""`regenerate` and `edit_message` (SPEC §3): the last exchange written again, the earlier version
+kept.
 
-The earlier answer stays stored: the new one is appended right after it, so in a conversation an
-assistant message directly followed by another assistant message is an earlier version of it (the
-protocol stores every other answer right after its user message). History replays every version;
-the model's window keeps only the newest (`WindowCache.build`). One answer at a time per
-conversation holds as for a `user_message`: the same lease, the same rate limits.
+- `regenerate` answers the last user message again. The new answer is appended right after the
+  earlier one, so an assistant message directly followed by another assistant message is an earlier
+  version of it (every other answer is stored right after its user message).
+- `edit_message` replaces the last user message: the earlier exchange (that message and its answers)
+  stays stored, marked `superseded`, and the edited message and its answer follow it.
+
+History replays every version; the model's window keeps only the newest (`WindowCache.build`). One
+answer at a time per conversation holds as for a `user_message`: the same lease, the same limits.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
-from uuid import uuid4
+from uuid import UUID, uuid4
 
+from vernis.context.window import WindowEntry
 from vernis.db.models import MessageRole, MessageStatus
-from vernis.exceptions import NotFound, RateLimited, ResponseInProgress
+from vernis.exceptions import MessageBlocked, NotFound, RateLimited, ResponseInProgress
 from vernis.services.answers import AnswerSpec
 from vernis.services.assistant import LoopSettings
-from vernis.services.persistence import DuplicateClientMessage, MessageUpdate
+from vernis.services.persistence import DuplicateClientMessage, MessageUpdate, StoredMessage
 from vernis.services.prompt import PromptParts, build_system_prompt
 from vernis.tools import ToolContext
 from vernis.tools.runner import ToolRunner
 
 if TYPE_CHECKING:
+    from vernis.services.persistence import ConversationInfo
     from vernis.services.session import Session
 
-__all__ = ["NOTHING_TO_REGENERATE", "regenerate"]
+__all__ = ["NOTHING_TO_REGENERATE", "ONLY_THE_LAST", "edit_message", "regenerate"]
 
 NOTHING_TO_REGENERATE = "There is no answer to write again here yet."
+ONLY_THE_LAST = "Only your last message can be edited."
 
 
 async def regenerate(session: Session, client_message_id: str | None) -> None:
-    services, member, settings = session.services, session.member, session.settings
-    store, hub = services.store, services.hub
-    if client_message_id is not None:
-        seen = await store.find_by_client_message_id(member.id, member.organization_id, client_message_id)
-        if seen is not None:
-            return
+    if await _seen(session, client_message_id):
+        return
     conversation = session.conversation
     if conversation is None:
         raise NotFound(NOTHING_TO_REGENERATE)
-
-    # It costs a model answer like a message: the same limits.
-    retry_after = session.rate.peek()
-    if retry_after is None:
-        retry_after = await services.member_limiter.hit(member.id)
-    if retry_after is not None:
-        raise RateLimited(retry_after)
-    session.rate.hit()
-
-    owner = uuid4().hex
-    message_id = uuid4()
+    await _limit(session)
+    services, settings = session.services, session.settings
+    store, hub = services.store, services.hub
+    owner, message_id = uuid4().hex, uuid4()
     if not await hub.try_acquire(conversation.id, owner):
         raise ResponseInProgress()
     try:
-        stored = await store.messages(conversation.id, last=settings.window_messages + 1)
-        last_user = max((i for i, m in enumerate(stored) if m.role == MessageRole.USER), default=None)
-        answers = stored[last_user + 1 :] if last_user is not None else []
+        live = await _current(session, conversation)
+        last_user = _last_user(live)
+        answers = live[last_user + 1 :] if last_user is not None else []
         if last_user is None or not answers:
             raise NotFound(NOTHING_TO_REGENERATE)
         if any(m.status == MessageStatus.STREAMING for m in answers):
             raise ResponseInProgress()
-        user = stored[last_user]
         try:
             await store.add_message(
                 conversation.id,
@@ -79,10 +75,110 @@ async def regenerate(session: Session, client_message_id: str | None) -> None:
     except BaseException:
         await hub.release(conversation.id, owner)
         raise
+    # The window ends with the user message: the earlier versions of its answer stay out.
+    await _answer(
+        session, conversation, live[: last_user + 1], None, message_id, owner, live[last_user].created_at
+    )
 
+
+async def edit_message(
+    session: Session, message_id: UUID, content: str, client_message_id: str | None
+) -> None:
+    if await _seen(session, client_message_id):
+        return
+    conversation = session.conversation
+    if conversation is None:
+        raise NotFound(ONLY_THE_LAST)
+    await _limit(session)
+    services, settings = session.services, session.settings
+    store, hub = services.store, services.hub
+    # The guards (vernis.guards), as for a new message: before anything is stored or sent.
+    verdict = await services.guards.check_input(content, session.member, conversation.id)
+    if verdict.blocked:
+        raise MessageBlocked(verdict.user_message())
+    content = verdict.text
+    owner, answer_id = uuid4().hex, uuid4()
+    if not await hub.try_acquire(conversation.id, owner):
+        raise ResponseInProgress()
     try:
-        # The window ends with the user message: the earlier versions of its answer stay out.
-        window = services.windows.build(conversation.id, stored[: last_user + 1])
+        live = await _current(session, conversation)
+        last_user = _last_user(live)
+        # The last user message, named by its id (or by its answer's, for a client that only saw
+        # it live: its own id is not sent back).
+        if last_user is None or message_id not in {m.id for m in live[last_user:]}:
+            raise NotFound(ONLY_THE_LAST)
+        if any(m.status == MessageStatus.STREAMING for m in live[last_user:]):
+            raise ResponseInProgress()
+        # The earlier exchange stays as the earlier version; the edited one follows it.
+        await store.supersede(conversation.id, live[last_user].position)
+        try:
+            user = await store.add_exchange(
+                conversation.id,
+                content,
+                answer_id=answer_id,
+                model=settings.chat_model,
+                client_message_id=client_message_id,
+            )
+        except DuplicateClientMessage:
+            await hub.release(conversation.id, owner)
+            return
+    except BaseException:
+        await hub.release(conversation.id, owner)
+        raise
+    await _answer(session, conversation, live[:last_user], content, answer_id, owner, user.created_at)
+
+
+# --- shared -----------------------------------------------------------------------------------------
+
+
+async def _seen(session: Session, client_message_id: str | None) -> bool:
+    """A command with this `client_message_id` was already carried out (a resend after a cut)."""
+    if client_message_id is None:
+        return False
+    member = session.member
+    found = await session.services.store.find_by_client_message_id(
+        member.id, member.organization_id, client_message_id
+    )
+    return found is not None
+
+
+async def _limit(session: Session) -> None:
+    """It costs a model answer like a message: the same limits."""
+    retry_after = session.rate.peek()
+    if retry_after is None:
+        retry_after = await session.services.member_limiter.hit(session.member.id)
+    if retry_after is not None:
+        raise RateLimited(retry_after)
+    session.rate.hit()
+
+
+async def _current(session: Session, conversation: ConversationInfo) -> list[StoredMessage]:
+    """The conversation's latest messages, without earlier versions of edited exchanges."""
+    stored = await session.services.store.messages(conversation.id, last=session.settings.window_messages + 1)
+    return [m for m in stored if m.status != MessageStatus.SUPERSEDED]
+
+
+def _last_user(messages: Sequence[StoredMessage]) -> int | None:
+    return max((i for i, m in enumerate(messages) if m.role == MessageRole.USER), default=None)
+
+
+async def _answer(
+    session: Session,
+    conversation: ConversationInfo,
+    before: Sequence[StoredMessage],
+    new_user: str | None,
+    message_id: UUID,
+    owner: str,
+    asked_at: datetime,
+) -> None:
+    """Build the window (`before`, then `new_user` if given), the prompt and the tools; start the
+    answer, which belongs to the conversation from here on. The caller holds the lease as `owner`."""
+    services, member, settings = session.services, session.member, session.settings
+    store, hub = services.store, services.hub
+    try:
+        window = services.windows.build(conversation.id, before)
+        if new_user is not None:
+            window.append(WindowEntry(MessageRole.USER, new_user))
         context = ToolContext(
             member=member,
             permissions=session.permissions,
@@ -91,7 +187,7 @@ async def regenerate(session: Session, client_message_id: str | None) -> None:
             token=session.identity.token,
             claims=session.identity.claims,
             message_id=message_id,
-            asked_at=user.created_at,
+            asked_at=asked_at,
         )
         system = build_system_prompt(
             PromptParts(
@@ -115,7 +211,6 @@ async def regenerate(session: Session, client_message_id: str | None) -> None:
         )
         await hub.release(conversation.id, owner)
         raise
-
     services.answers.start(
         AnswerSpec(
             conversation_id=conversation.id,

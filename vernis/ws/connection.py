@@ -31,7 +31,7 @@ from vernis.services import events
 from vernis.services.limits import SlidingWindow
 from vernis.services.runtime import Services
 from vernis.services.session import Session
-from vernis.services.versions import regenerate
+from vernis.services.versions import edit_message, regenerate
 from vernis.ws import protocol
 from vernis.ws.closecodes import CloseCode
 from vernis.ws.encoder import encode
@@ -285,6 +285,8 @@ class Connection:
                 await session.feedback(command.message_id, command.rating, command.comment)
             case protocol.Regenerate():
                 await regenerate(session, command.client_message_id)
+            case protocol.EditMessage():
+                await edit_message(session, command.message_id, command.content, command.client_message_id)
             case protocol.Authenticate():
                 await session.reauthenticate(command.token)
                 self._arm_expiry()

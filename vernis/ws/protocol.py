@@ -44,6 +44,7 @@ __all__ = [
     "ConversationListItem",
     "ConversationLoaded",
     "DeleteConversation",
+    "EditMessage",
     "ErrorEvent",
     "Event",
     "Feedback",
@@ -162,6 +163,14 @@ class Regenerate(_Command):
     client_message_id: Annotated[str, StringConstraints(min_length=1, max_length=128)] | None = None
 
 
+class EditMessage(_Command):
+    type: Literal["edit_message"]
+    message_id: UUID
+    # Length is checked after parsing, as for `user_message`.
+    content: str
+    client_message_id: Annotated[str, StringConstraints(min_length=1, max_length=128)] | None = None
+
+
 class Ping(_Command):
     type: Literal["ping"]
 
@@ -182,6 +191,7 @@ Command = Annotated[
     | DeleteConversation
     | Feedback
     | Regenerate
+    | EditMessage
     | Ping
     | Authenticate,
     Field(discriminator="type"),
@@ -209,7 +219,7 @@ def parse_command(frame: str | bytes) -> Command:
         command = _command_adapter.validate_python(data)
     except ValidationError as exc:
         raise InvalidMessage(_describe(kind, exc)) from None
-    if isinstance(command, UserMessage):
+    if isinstance(command, UserMessage | EditMessage):
         if len(command.content) > MAX_CONTENT_CHARS:
             raise MessageTooLong(f"A message can be at most {MAX_CONTENT_CHARS:,} characters.")
         if not command.content.strip():
