@@ -45,7 +45,9 @@ def test_corpus_covers_every_category_obfuscation_and_crm_false_positives() -> N
     for kind in ("homoglyph", "zero_width", "spacing", "fullwidth", "base64", "hex", "leet", "crm"):
         assert kinds[kind] >= 1, kind
     assert kinds["crm"] >= 20
-    assert all(not case.expect and case.action is Action.ALLOW for case in CASES if case.kind == "crm")
+    # A CRM's look-alikes pass: nothing in them but what a CRM needs (phone numbers, e-mail addresses).
+    allowed = {Category.PHONE, Category.EMAIL}
+    assert all(case.expect <= allowed and case.action is Action.ALLOW for case in CASES if case.kind == "crm")
     # Every case holding a blocked or redacted category names its secret for the end-to-end test.
     secret_categories = {
         Category.CARD,

@@ -36,7 +36,8 @@ _W = r"[\s\W_]{0,3}"  # between two words: spaces, punctuation, or nothing (join
 
 
 def _phrase(*words: str) -> str:
-    return _W.join(words)
+    # From the start of a word: "act as" is a signal, the letters "actas" inside an id are not.
+    return r"\b" + _W.join(words)
 
 
 _STRONG = (

@@ -94,6 +94,17 @@ def normalise(text: str) -> ScanText:
     return ScanText(text, clean, "".join(clean[index] for index in kept), tuple(kept))
 
 
+_HEX_ID = re.compile(r"[0-9a-f]{12,}")
+
+
+def _unleet(match: re.Match[str]) -> str:
+    word = match[0]
+    # An id or a hash (mostly digits, or long hexadecimal) is not a word written in leetspeak.
+    if sum(char.isdigit() for char in word) > sum(char.isalpha() for char in word) or _HEX_ID.fullmatch(word):
+        return word
+    return word.translate(_LEET)
+
+
 def skeleton(text: str) -> str:
     """The folded view the injection detectors read (see the module docstring)."""
     folded = text.lower()
@@ -102,5 +113,5 @@ def skeleton(text: str) -> str:
         folded = "".join(char for char in folded if not unicodedata.combining(char))
         folded = folded.translate(_HOMOGLYPHS)
     if any(char.isdigit() or char in "@$" for char in folded):
-        folded = _MIXED_WORD.sub(lambda match: match[0].translate(_LEET), folded)
+        folded = _MIXED_WORD.sub(_unleet, folded)
     return _SPACED.sub(lambda match: _SEPARATORS.sub("", match[0]), folded)

@@ -47,7 +47,8 @@ SEVERITY = {
 
 # --- cards ---------------------------------------------------------------------------------------
 
-_CARD = re.compile(r"(?<![\w.-])\d(?:[ -]?\d){12,18}(?![\w-]|\.\d)")
+# Not after "+": an international phone number (E.164) is often Luhn-valid by chance.
+_CARD = re.compile(r"(?<![\w.+-])\d(?:[ -]?\d){12,18}(?![\w-]|\.\d)")
 # Issuer prefixes of the card networks (Visa, Mastercard, Amex, Discover, JCB, Diners, UnionPay,
 # Maestro): a Luhn-valid number outside them is some other number.
 _CARD_PREFIX = re.compile(
