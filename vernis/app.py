@@ -186,7 +186,8 @@ def create_app(
         transactions = transactions_for(engine)
         store = ConversationStore(engine, transactions=transactions)
         await catalog.start(engine, options)
-        chat_model = model or _model_from(settings)
+        metrics = Metrics()
+        chat_model = model or _model_from(settings, metrics)
         member_limiter: RateLimiter
         socket_cap: SocketCap
         redis = None
@@ -208,7 +209,6 @@ def create_app(
         if recovered:
             logger.warning("%d answers were interrupted by the last shutdown; marked failed", recovered)
         hub_upkeep = asyncio.create_task(event_hub.run(), name="hub upkeep")
-        metrics = Metrics()
         answers = AnswerService(store=store, hub=event_hub, model=chat_model, metrics=metrics)
         quotas = QuotaService(
             QuotaPolicy(
@@ -364,7 +364,7 @@ async def _recover(store: ConversationStore, hub: EventHub, *, shared: bool) -> 
     return await store.fail_answers(orphans)
 
 
-def _model_from(settings: Settings) -> ChatModel:
+def _model_from(settings: Settings, metrics: Metrics) -> ChatModel:
     assert settings.llm_base_url is not None
     return OpenAIChatModel(
         base_url=settings.llm_base_url,
@@ -372,6 +372,7 @@ def _model_from(settings: Settings) -> ChatModel:
         stall_timeout=settings.llm_stall_timeout,
         connect_timeout=settings.llm_connect_timeout,
         max_retries=settings.llm_max_retries,
+        on_fault=metrics.llm_fault,
     )
 
 

@@ -15,7 +15,8 @@
     └── LLMError                    the operator must react: the model endpoint misbehaves
         ├── LLMNotConfigured        no model endpoint reachable at all        (llm_not_configured)
         └── LLMUnavailable          upstream fault                            (llm_unavailable)
-            ├── LLMStalled          no chunk within the stall timeout
+            ├── LLMNotStarted       no first chunk within the stall timeout (retried)
+            ├── LLMStalled          no chunk within the stall timeout, mid-answer
             └── LLMTruncated        the stream ended without a finish_reason
 
 Apart from that tree, `ConfigError` stops the start: the configuration (settings, the host
@@ -37,6 +38,7 @@ __all__ = [
     "InvalidMessage",
     "LLMError",
     "LLMNotConfigured",
+    "LLMNotStarted",
     "LLMStalled",
     "LLMTruncated",
     "LLMUnavailable",
@@ -177,6 +179,12 @@ class LLMUnavailable(LLMError):
         self.retry_after = retry_after
         # For logs only: upstream status, error type. Never sent to a client.
         self.detail = detail
+
+
+class LLMNotStarted(LLMUnavailable):
+    """The stream stalled before the answer began: retried like a 5xx (SPEC §9)."""
+
+    default_message = "The language model did not start answering in time."
 
 
 class LLMStalled(LLMUnavailable):

@@ -19,7 +19,9 @@ import os
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
-__all__ = ["CONTENT_TYPE", "MULTIPROC_ENV", "Metrics"]
+from vernis.exceptions import LLMError, LLMNotConfigured, LLMNotStarted, LLMStalled, LLMTruncated
+
+__all__ = ["CONTENT_TYPE", "MULTIPROC_ENV", "Metrics", "fault_kind"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -73,7 +75,10 @@ class Metrics:
             "vernis_tool_calls", "Tool calls, by tool and outcome.", ["tool", "outcome"], registry=registry
         )
         self.llm_errors = Counter(
-            "vernis_llm_errors", "Upstream model faults, by kind.", ["kind"], registry=registry
+            "vernis_llm_errors",
+            "Upstream model faults, by kind, whether retried or not.",
+            ["kind"],
+            registry=registry,
         )
         self.messages_refused = Counter(
             "vernis_messages_refused",
@@ -109,6 +114,10 @@ class Metrics:
         for tool, tool_outcome in tool_outcomes:
             self.tool_calls.labels(tool, tool_outcome).inc()
 
+    def llm_fault(self, error: LLMError) -> None:
+        """One fault of the model endpoint (the adapter tells of each, retried ones too)."""
+        self.llm_errors.labels(fault_kind(error)).inc()
+
     def render(self) -> bytes:
         """The text format of every value: this process's, or every worker's in multiprocess mode."""
         if self.multiprocess:
@@ -116,3 +125,18 @@ class Metrics:
             MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
             return generate_latest(registry)
         return generate_latest(self.registry)
+
+
+def fault_kind(error: LLMError) -> str:
+    """The `kind` label of an upstream fault: `not_started` (a stall before the answer began),
+    `stalled`, `truncated`, `not_configured`, `unavailable` (the rest: 429, 5xx, a cut, an error
+    object in the stream)."""
+    if isinstance(error, LLMStalled):
+        return "stalled"
+    if isinstance(error, LLMTruncated):
+        return "truncated"
+    if isinstance(error, LLMNotConfigured):
+        return "not_configured"
+    if isinstance(error, LLMNotStarted):
+        return "not_started"
+    return "unavailable"

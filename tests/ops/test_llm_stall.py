@@ -10,7 +10,7 @@ import logging
 import pytest
 
 from tests.fixtures.server import VernisFactory, text_of
-from tests.ops.helpers import chat_requests, is_chat
+from tests.ops.helpers import chat_requests, is_chat, sample, scrape
 from vernis.scripted import Fault, Reply
 
 
@@ -18,7 +18,7 @@ from vernis.scripted import Fault, Reply
 async def test_a_stall_before_the_first_token_is_retried_into_a_good_answer(
     vernis_factory: VernisFactory, after: int
 ) -> None:
-    """The model stalls before any text (with no frame at all, or only the role frame): the request is asked again and the user gets the whole good answer, no error."""
+    """The model stalls before any text (with no frame at all, or only the role frame): the request is asked again and the user gets the whole good answer, no error; /metrics counts the retried fault."""
     async with vernis_factory(llm_stall_timeout=0.5, llm_max_retries=2) as vernis:
         vernis.scripted.add(Reply("Never sent.", fault=Fault.stall(after=after, seconds=30)), match=is_chat)
         vernis.scripted.add(Reply("Here is the answer."), match=is_chat)
@@ -28,6 +28,10 @@ async def test_a_stall_before_the_first_token_is_retried_into_a_good_answer(
         assert text_of(events) == "Here is the answer."
         assert events[-1]["stopped"] is False
         assert len(chat_requests(vernis)) == 2
+        # The retried fault is counted all the same.
+        samples = await scrape(vernis.http_url)
+        assert sample(samples, "vernis_llm_errors_total", kind="not_started") == 1
+        assert sample(samples, "vernis_answers_total", outcome="complete") == 1
 
 
 async def test_stalls_past_the_retry_budget_fail_saying_the_model_did_not_start(

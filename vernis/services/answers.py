@@ -27,7 +27,7 @@ import orjson
 
 from vernis.context.window import ConversationWindow, WindowEntry
 from vernis.db.models import MessageRole, MessageStatus
-from vernis.exceptions import LLMError, LLMNotConfigured, LLMStalled, LLMTruncated, VernisError
+from vernis.exceptions import LLMError, VernisError
 from vernis.logs import conversation_context
 from vernis.metrics import Metrics
 from vernis.services import events
@@ -431,8 +431,6 @@ class AnswerService:
         """The answer's metrics (vernis.metrics), once, at its end."""
         metrics = self._metrics
         metrics.answers_in_flight.dec()
-        if isinstance(error, LLMError):
-            metrics.llm_errors.labels(_fault_kind(error)).inc()
         first = answer.first_token_at
         metrics.answer_ended(
             model=answer.spec.loop.model,
@@ -443,14 +441,3 @@ class AnswerService:
             output_tokens=answer.completion_tokens,
             tool_outcomes=[(call["tool_name"], call["status"]) for call in answer.tool_calls],
         )
-
-
-def _fault_kind(error: LLMError) -> str:
-    """A metric label for an upstream fault: `stalled`, `truncated`, `unavailable`, `not_configured`."""
-    if isinstance(error, LLMStalled):
-        return "stalled"
-    if isinstance(error, LLMTruncated):
-        return "truncated"
-    if isinstance(error, LLMNotConfigured):
-        return "not_configured"
-    return "unavailable"

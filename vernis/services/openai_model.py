@@ -14,8 +14,8 @@ Stream handling, on top of the `ChatModel` contract (`vernis.services.llm`):
   ignored except for their usage, so nothing is doubled;
 - an `{"error": ...}` object under HTTP 200 (or `finish_reason: "error"`) raises `LLMUnavailable`;
 - `:` comment lines are ignored and do not count as progress for the stall timeout;
-- a stream that stalls before the answer begins (no text or tool call yet) raises a retryable
-  `LLMUnavailable`, retried like a 5xx; a stall after that is `LLMStalled` (the answer fails);
+- a stream that stalls before the answer begins (no text or tool call yet) raises
+  `LLMNotStarted`, retried like a 5xx; a stall after that is `LLMStalled` (the answer fails);
 - reasoning text (`delta.reasoning_content` or `delta.reasoning`) becomes `ReasoningDelta`s;
 - each `data:` line is one JSON chunk (no provider splits a chunk over several `data:` lines).
 
@@ -30,7 +30,7 @@ import email.utils
 import ssl
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import aclosing, asynccontextmanager
 from typing import Any
 
@@ -39,7 +39,14 @@ import httpx2
 import openai
 import orjson
 
-from vernis.exceptions import LLMError, LLMNotConfigured, LLMStalled, LLMTruncated, LLMUnavailable
+from vernis.exceptions import (
+    LLMError,
+    LLMNotConfigured,
+    LLMNotStarted,
+    LLMStalled,
+    LLMTruncated,
+    LLMUnavailable,
+)
 from vernis.services.llm import ChatRequest, Finish, ModelEvent, ReasoningDelta, TextDelta, ToolCall, Usage
 
 __all__ = ["OpenAIChatModel"]
@@ -60,6 +67,7 @@ class OpenAIChatModel:
     `stall_timeout` bounds both the wait for the response headers and the silence between two
     chunks; `max_retries` is the client's retry budget before the first byte of the answer. One
     stream is iterated by one task (the stall timer cancels the task that started it).
+    `on_fault` is told of every fault a stream raises, retried or not (the metrics count them).
     """
 
     def __init__(
@@ -70,9 +78,11 @@ class OpenAIChatModel:
         stall_timeout: float,
         connect_timeout: float = 10,
         max_retries: int = 2,
+        on_fault: Callable[[LLMError], None] | None = None,
     ) -> None:
         self.base_url = base_url
         self.stall_timeout = stall_timeout
+        self._on_fault = on_fault
         # The client's default read timeout is 600 s: a stalled model would hold an answer open
         # for ten minutes.
         timeout = httpx2.Timeout(stall_timeout, connect=connect_timeout, pool=connect_timeout)
@@ -151,7 +161,16 @@ class OpenAIChatModel:
                 for event in assembler.finish():
                     yield event
         except openai.APIError as exc:
-            raise _request_error(exc) from exc
+            error = _request_error(exc)
+            self._fault(error)
+            raise error from exc
+        except LLMError as exc:
+            self._fault(exc)
+            raise
+
+    def _fault(self, error: LLMError) -> None:
+        if self._on_fault is not None:
+            self._on_fault(error)
 
     @asynccontextmanager
     async def _send(self, request: ChatRequest) -> AsyncIterator[httpx2.Response]:
@@ -439,11 +458,9 @@ def _stream_error(error: object) -> LLMUnavailable:
     )
 
 
-def _not_started(what: str, seconds: float) -> LLMUnavailable:
+def _not_started(what: str, seconds: float) -> LLMNotStarted:
     """A stream that stalled before the answer began: retryable, as a 5xx is."""
-    return LLMUnavailable(
-        "The language model did not start answering in time.", detail=f"no first {what} for {seconds:g} s"
-    )
+    return LLMNotStarted(detail=f"no first {what} for {seconds:g} s")
 
 
 def _request_error(exc: openai.APIError) -> LLMError:
