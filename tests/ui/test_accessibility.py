@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from playwright.async_api import expect
 
-from tests.ui.conftest import UI, VENDOR, Embed, OpenUI
+from tests.ui.conftest import UI, VENDOR, Embed, EmbedFactory, OpenUI
 from tests.ui.test_theme import COLORS, contrast, fill_conversation, open_themed
 from vernis.scripted import Reply
 
@@ -149,3 +149,20 @@ async def test_a_neutralised_link_does_not_look_like_a_link(ui: UI) -> None:
     good_style = await good.evaluate(style)
     assert good_style[0] != paragraph
     assert good_style[1] == "underline"
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+async def test_axe_finds_no_serious_violation_on_a_phone(
+    theme: str, embed_factory: EmbedFactory, open_ui: OpenUI
+) -> None:
+    """At 390 x 844 the panel (whole width) with a conversation and a pending approval has no serious or critical axe violation."""
+    async with embed_factory() as embed:
+        ui = await open_ui(embed.vernis, host=embed, email=None, path=f"/?theme={theme}", viewport=(390, 844))
+        await ui.open()
+        await expect(ui.panel).to_have_css("width", "390px")
+        await fill_conversation(ui, embed)
+        violations = await audit(ui, embed.vernis.http_url)
+        await ui.screenshot(f"phone-approval-{theme}.png")
+        assert not violations, f"{theme}: {violations}"
+        overflow = await ui.log.evaluate("(log) => log.scrollWidth - log.clientWidth")
+        assert overflow == 0
