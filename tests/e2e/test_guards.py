@@ -281,3 +281,27 @@ async def test_planted_instruction_in_the_current_page_is_flagged(vernis: Vernis
     assert "current page's name or summary contains text that tries to give you instructions" in system
     card = next(e for e in events if e["type"] == "confirmation_required")
     assert "(the current page)" in card["preview"]["warnings"][0]
+
+
+async def test_edited_message_goes_through_the_input_guard(vernis: Vernis) -> None:
+    """An edited last message is guarded like a new one: a key is refused (nothing asked, nothing stored), a card reaches the model redacted."""
+    chat = vernis.settings.llm_model
+    vernis.scripted.add("Booked.", match="book")
+    vernis.scripted.add("Charged.", match="charge")
+    async with vernis.opened() as client:
+        events = await client.answer("book a call with Jane")
+        answer_id = next(e for e in events if e["type"] == "assistant_start")["message_id"]
+        await client.until("title_updated")
+        asked = len(vernis.scripted.requests)
+        await client.send("edit_message", message_id=answer_id, content="use key AKIAIOSFODNN7EXAMPLE")
+        events = await outcome_of(client)
+        assert events[-1]["type"] == "error"
+        assert events[-1]["code"] == "message_blocked"
+        assert len(vernis.scripted.requests) == asked
+        await client.send("edit_message", message_id=answer_id, content="charge 4111 1111 1111 1111")
+        await client.until("assistant_end")
+    last = [body for body in vernis.scripted.requests if body["model"] == chat][-1]
+    assert last["messages"][-1]["content"] == "charge [CARD_REDACTED]"
+    stored = await database_text(vernis)
+    assert "AKIAIOSFODNN7EXAMPLE" not in stored
+    assert "4111 1111" not in stored
