@@ -81,38 +81,41 @@ def _admin(action: str, handler: AdminAction) -> Callable[[Request], Awaitable[R
         expected = services.settings.admin_token
         if not expected:
             return _error(404, "not_found", "Not Found")
-        org = sub = None
-        try:
-            if not bearer_matches(request, expected):
-                response = _error(401, "unauthenticated", "Send Authorization: Bearer $VERNIS_ADMIN_TOKEN.")
-                return response
+        org: str | None = None
+        sub: str | None = None
+        if not bearer_matches(request, expected):
+            response = _error(401, "unauthenticated", "Send Authorization: Bearer $VERNIS_ADMIN_TOKEN.")
+        else:
             org, sub = await _member_named(request)
-            if org is None or sub is None:
-                response = _error(400, "invalid_request", "Name the member: `org` and `sub`, strings.")
-                return response
-            member = await services.identity.find(org, sub)
-            if member is None:
-                response = _error(404, "not_found", "No such member.")
-                return response
-            response = await handler(request, services, member)
-            return response
-        except Exception:
-            response = _error(500, "internal", "Something went wrong on the server.")
-            logger.exception("admin call failed", extra={"action": action, "org": org, "sub": sub})
-            return response
-        finally:
-            logger.info(
-                "admin call",
-                extra={
-                    "action": action,
-                    "org": org,
-                    "sub": sub,
-                    "status": response.status_code,
-                    "client": request.client.host if request.client else None,
-                },
-            )
+            try:
+                response = await _act(request, services, handler, org, sub)
+            except Exception:
+                logger.exception("admin call failed", extra={"action": action, "org": org, "sub": sub})
+                response = _error(500, "internal", "Something went wrong on the server.")
+        logger.info(
+            "admin call",
+            extra={
+                "action": action,
+                "org": org,
+                "sub": sub,
+                "status": response.status_code,
+                "client": request.client.host if request.client else None,
+            },
+        )
+        return response
 
     return endpoint
+
+
+async def _act(
+    request: Request, services: Services, handler: AdminAction, org: str | None, sub: str | None
+) -> Response:
+    if org is None or sub is None:
+        return _error(400, "invalid_request", "Name the member: `org` and `sub`, strings.")
+    member = await services.identity.find(org, sub)
+    if member is None:
+        return _error(404, "not_found", "No such member.")
+    return await handler(request, services, member)
 
 
 async def _member_named(request: Request) -> tuple[str | None, str | None]:
