@@ -281,13 +281,18 @@ export class MessageList {
     this.hideEmpty();
     let answer = this.answers.get(messageId);
     if (answer) {
-      // Joined again while it streams: its text so far arrives anew in one piece.
+      // Joined again while it streams: everything so far (its text, its tool calls, in their order)
+      // arrives anew from its start, so it is drawn anew, as the history will show it.
       for (const part of answer.parts) {
-        if (part.kind === "text") {
-          part.element.remove();
+        part.element.remove();
+        this.pendingRenders.delete(part);
+      }
+      for (const [callId, card] of this.cards) {
+        if (answer.body.contains(card.element) || !card.element.isConnected) {
+          this.cards.delete(callId);
         }
       }
-      answer.parts = answer.parts.filter((part) => part.kind !== "text");
+      answer.parts = [];
     } else {
       const body = h("div", { class: "answer-body" });
       const footer = h("div", { class: "answer-footer" });

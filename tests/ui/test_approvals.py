@@ -241,3 +241,31 @@ async def test_history_renders_exactly_what_the_live_answer_rendered(ui: UI) -> 
     await expect(ui.log.locator(".tool-card .tool-status")).to_have_text("Approved · done")
     assert await ui.log.evaluate(SNAPSHOT) == live_done
     await ui.screenshot("approval-approved-history.png")
+
+
+async def test_an_answer_joined_mid_stream_keeps_its_order(ui: UI) -> None:
+    """Reloaded while an answer streams after a tool call, the panel redraws text, card, text in that order, as the finished history does."""
+    words = " ".join(f"w{n:02d}" for n in range(50))
+    ui.vernis.scripted.add(
+        Reply("Before the call.", tool_calls=[ScriptedToolCall("get_unread_count", {})]), match="count slowly"
+    )
+    ui.vernis.scripted.add(Reply(words, chunk_delay=0.06), match=after_tool)
+    await ui.open()
+    await ui.send("count slowly please")
+    answer = ui.answers().last
+    await expect(answer).to_contain_text("w03")
+    await ui.page.reload()
+    await ui.connected()
+    await expect(ui.log.locator(".msg.assistant[data-streaming]")).to_have_count(1)
+    order = (
+        await ui.answers()
+        .last.locator(".answer-body > *")
+        .evaluate_all("(parts) => parts.map((p) => p.className)")
+    )
+    assert order == ["markdown", "tool-card", "markdown"], order
+    await ui.answered()
+    live = await ui.log.evaluate(SNAPSHOT)
+    await ui.page.reload()
+    await ui.connected()
+    await expect(ui.answers().last).to_contain_text("w49")
+    assert await ui.log.evaluate(SNAPSHOT) == live
