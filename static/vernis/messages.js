@@ -721,9 +721,19 @@ function recordName(value) {
   return typeof name === "string" || typeof name === "number" ? String(name) : null;
 }
 
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+// A time as tools give it: ISO 8601 in the organization's time zone (with its offset).
+const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?$/;
+
 function scalar(value) {
   if (typeof value === "boolean") {
     return value ? "Yes" : "No";
+  }
+  const time = typeof value === "string" ? ISO_TIME.exec(value) : null;
+  if (time) {
+    // Its own wall-clock time (the organization's), not converted to the browser's zone.
+    const [, year, month, day, hour, minute] = time;
+    return `${MONTHS[Number(month) - 1]} ${Number(day)}, ${year}, ${hour}:${minute}`;
   }
   return String(value);
 }

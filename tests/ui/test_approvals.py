@@ -214,6 +214,19 @@ async def test_an_update_preview_shows_before_and_after(login_page: UI) -> None:
     assert "c-1" not in shown["text"]
 
 
+async def test_times_read_as_the_organizations_wall_clock(login_page: UI) -> None:
+    """A tool's ISO time (in the organization's zone, with its offset) reads "Nov 24, 2026, 10:15", not an ISO string."""
+    shown = await login_page.page.evaluate(
+        """async () => {
+            const { renderValue } = await import("/static/vernis/messages.js");
+            return renderValue({ created_at: "2026-11-24T10:15:42-05:00", day: "2026-11-24" }).textContent;
+        }"""
+    )
+    assert "Nov 24, 2026, 10:15" in shown
+    assert "T10" not in shown
+    assert "2026-11-24" in shown  # a plain date stays as it is
+
+
 async def test_history_renders_exactly_what_the_live_answer_rendered(ui: UI) -> None:
     """Live and after reloads an answer is the same element by element: text, card in place, approval outcome kept."""
     await ask_to_create_contact(ui)
