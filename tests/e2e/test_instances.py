@@ -220,9 +220,8 @@ async def test_redis_down_refuses_new_answers_keeps_sockets_and_recovers(
 
 async def test_the_next_message_sent_on_reading_the_end_is_answered(pair: object) -> None:
     """In Redis mode a client that sends its next message the moment it reads assistant_end finds the conversation free (the lease goes with the end), 20 times in a row, on either instance."""
-    async with pair() as (one, two):  # type: ignore[operator]
-        async with one.opened() as first, two.opened() as second:
-            for n in range(10):
-                for client in (first, second):
-                    events = await client.answer(f"message {n}")
-                    assert [e for e in events if e["type"] == "error"] == []
+    async with pair() as (one, two), one.opened() as first, two.opened() as second:  # type: ignore[operator]
+        for n in range(10):
+            for client in (first, second):
+                events = await client.answer(f"message {n}")
+                assert [e for e in events if e["type"] == "error"] == []

@@ -15,9 +15,10 @@ Publishing stays off the per-delta critical path: `publish()` appends to a local
 every few milliseconds (`linger`) one call of a Lua script sends the batch of every conversation:
 for each, atomically, it numbers the events, appends them to the stream, updates the in-flight
 record (and releases the lease with an answer's end) and publishes them as one pub/sub message (so
-live delivery and the replay agree on the order). Every instance, the publisher included, delivers from pub/sub to its own subscribers: one
-path, one order. A subscriber's instance drops events it already delivered (by `seq`) and fetches a
-gap from the stream (a pub/sub message lost to a reconnect).
+live delivery and the replay agree on the order). Every instance, the publisher included,
+delivers from pub/sub to its own subscribers: one path, one order. A subscriber's instance drops
+events it already delivered (by `seq`) and fetches a gap from the stream (a pub/sub message lost to
+a reconnect).
 
 Frames are encoded once, before their `seq` is known: each frame's encoding ends with `"seq":0}`,
 which the script replaces with the seq it assigns.
