@@ -321,6 +321,9 @@ async def test_tool_calls_are_stored_and_replayed(vernis_factory: VernisFactory)
                 "arguments": {"q": "Priya"},
                 "status": "ok",
                 "result": PRIYA_ENVELOPE,
+                # Where in the answer's text the card stood (before any text here): a reload draws
+                # it there.
+                "text_offset": 0,
             }
         ]
 
