@@ -1,7 +1,7 @@
 """SIGKILL at random points of random answers (SPEC §4: a killed process loses at most a second of an
 answer, and no message is ever left streaming after a restart).
 
-`vernis serve --scripted-model --demo` runs as a real process on one SQLite file; each iteration asks
+`vernis serve --scripted-model` runs as a real process on one SQLite file; each iteration asks
 for an answer of random length, kills the process with SIGKILL after a random number of events (or
 right away), reads what the kernel still delivers, and starts the server again. After every restart:
 no message is left streaming, every stored partial answer is a prefix of what the client received,
@@ -25,8 +25,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
 
-from tests.e2e.test_serve import Launcher, Served, environment, member_token, seeded_copy
-from tests.e2e.test_serve import seeded_template as seeded_template
+from tests.e2e.test_serve import Launcher, Served, environment, member_token
 from tests.fixtures.server import Client, text_of
 from tests.proofs.conftest import Figures
 
@@ -75,18 +74,17 @@ def integrity(database: Path) -> tuple[str, list[Any]]:
     "iterations", [pytest.param(10, id="10"), pytest.param(100, id="100", marks=pytest.mark.long)]
 )
 async def test_sigkill_at_random_points_loses_nothing_acknowledged(
-    tmp_path: Path, seeded_template: Path, figures: Figures, iterations: int
+    tmp_path: Path, figures: Figures, iterations: int
 ) -> None:
     """SIGKILL at a random point of a random answer, then a restart, N times: nothing left streaming, every stored partial is a prefix of what the client received, the database is intact."""
     rng = random.Random(20261124 + iterations)
     # No rate limit: the loop sends a message every few seconds for minutes.
     limits = {"VERNIS_RATE_LIMIT": "100000/60", "VERNIS_MEMBER_RATE_LIMIT": "100000/60"}
     launcher = Launcher(tmp_path, environment(tmp_path, VERNIS_SHUTDOWN_GRACE="1", **limits))
-    seeded_copy(seeded_template, tmp_path)
     received: dict[str, str] = {}
     partials: set[str] = set()
     try:
-        served = await launcher.start("--scripted-model", "--demo")
+        served = await launcher.start("--scripted-model")
         for _ in range(iterations):
             words = " ".join(rng.choice(["alpha", "beta", "gamma", "delta", "é", "中文"]) for _ in range(90))
             events: list[dict[str, Any]] = []
@@ -100,14 +98,14 @@ async def test_sigkill_at_random_points_loses_nothing_acknowledged(
                     if events[-1]["type"] == "assistant_end":
                         break
                 if rng.random() < 0.3:
-                    await asyncio.sleep(rng.uniform(0, 1.2))
+                    await asyncio.sleep(rng.uniform(0, 0.6))
                 served.process.kill()
                 assert await served.exited(timeout=10) == -signal.SIGKILL
                 await read_until_closed(client, events)
             started = [e["message_id"] for e in events if e["type"] == "assistant_start"]
             if started:
                 received[started[0]] = text_of(events)
-            served = await launcher.start("--scripted-model", "--demo")
+            served = await launcher.start("--scripted-model")
             stored = rows(launcher.database)
             assert [s for s in stored if s[1] == "streaming"] == []
             for message_id, status, content in stored:
