@@ -15,9 +15,10 @@ answer is recorded once, at its end; frames are counted in batches by the socket
 from __future__ import annotations
 
 import os
+import re
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from vernis.exceptions import LLMError, LLMNotConfigured, LLMNotStarted, LLMStalled, LLMTruncated
 
@@ -121,10 +122,30 @@ class Metrics:
     def render(self) -> bytes:
         """The text format of every value: this process's, or every worker's in multiprocess mode."""
         if self.multiprocess:
+            _forget_dead_workers(os.environ[MULTIPROC_ENV])
             registry = CollectorRegistry()
             MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
             return generate_latest(registry)
         return generate_latest(self.registry)
+
+
+_LIVE_GAUGE_FILE = re.compile(r"gauge_live\w+_(\d+)\.db")
+
+
+def _forget_dead_workers(directory: str) -> None:
+    """Drop the gauges of workers that died (a SIGKILL, an out-of-memory kill: the supervisor starts
+    another): else `livesum` would still add the sockets and answers they held."""
+    for name in os.listdir(directory):
+        found = _LIVE_GAUGE_FILE.fullmatch(name)
+        if found is None:
+            continue
+        pid = int(found[1])
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            mark_process_dead(pid, directory)  # type: ignore[no-untyped-call]
+        except PermissionError:
+            pass  # alive, another user's: not one of ours, left alone
 
 
 def fault_kind(error: LLMError) -> str:
