@@ -27,6 +27,11 @@ async def stored_messages(engine: AsyncEngine) -> int:
         return int((await connection.execute(sa.text("SELECT count(*) FROM assistant_message"))).scalar_one())
 
 
+async def audit_rows(engine: AsyncEngine) -> int:
+    async with engine.connect() as connection:
+        return int((await connection.execute(sa.text("SELECT count(*) FROM audit_log"))).scalar_one())
+
+
 async def refused(client: Client, content: str) -> dict[str, object]:
     """Send a message that must be refused; the error event."""
     await client.send("user_message", content=content)
@@ -52,15 +57,18 @@ async def spend(vernis: Vernis, client: Client, tokens: tuple[int, int], content
 async def test_a_member_over_the_daily_quota_is_refused_without_a_model_call_or_a_stored_row(
     vernis_factory: VernisFactory, engine: AsyncEngine
 ) -> None:
-    """Past the member's daily quota the next message gets quota_exceeded (scope, limit, used, reset_at, retry_after_ms, a sentence) with no upstream request and no stored row; the answer that crossed the limit finished; another member is unaffected."""
+    """Past the member's daily quota the next message gets quota_exceeded (scope, limit, used, reset_at, retry_after_ms, a sentence) with no upstream request, no stored message and no guard audit row; the answer that crossed the limit finished; another member is unaffected."""
     async with vernis_factory(member_daily_tokens=100) as vernis:
         async with vernis.opened("member@acme.test") as client:
             await spend(vernis, client, (80, 30))  # crosses the limit: it still finishes
             await client.drain()
             requests, rows = len(chat_requests(vernis)), await stored_messages(engine)
-            error = await refused(client, "one more please")
+            audited = await audit_rows(engine)
+            # A card number, which a guard would redact and audit: refused before the guards run.
+            error = await refused(client, "Charge 4111 1111 1111 1111 please")
             assert len(chat_requests(vernis)) == requests
             assert await stored_messages(engine) == rows
+            assert await audit_rows(engine) == audited
         assert error["code"] == "quota_exceeded"
         assert (error["scope"], error["limit"], error["used"]) == ("member", 100, 110)
         reset_at = datetime.fromisoformat(str(error["reset_at"]))

@@ -58,6 +58,15 @@ async def send_user_message(
         raise RateLimited(retry_after)
     session.rate.hit()
 
+    # Token quotas (SPEC §15): over one, nothing is stored (not even a guard's finding) and no
+    # model is asked.
+    if services.quotas is not None:
+        try:
+            await services.quotas.check(member)
+        except QuotaExceeded:
+            services.metrics.messages_refused.labels("quota_exceeded").inc()
+            raise
+
     # The guards (vernis.guards), before anything is stored or sent: a blocked message goes nowhere
     # (and so never into a later context window); a redacted one goes on redacted, to the store too.
     shown = session.conversation
@@ -65,14 +74,6 @@ async def send_user_message(
     if verdict.blocked:
         raise MessageBlocked(verdict.user_message())
     content = verdict.text
-
-    # Token quotas (SPEC §15): over one, nothing is stored and no model is asked.
-    if services.quotas is not None:
-        try:
-            await services.quotas.check(member)
-        except QuotaExceeded:
-            services.metrics.messages_refused.labels("quota_exceeded").inc()
-            raise
 
     # 2. One answer at a time per conversation.
     conversation = session.conversation
