@@ -422,8 +422,9 @@ async def test_scripted_model_answer_outlasting_the_grace_is_stored_stopped(
             served.process.send_signal(signal.SIGTERM)
             code, _ = await close_code(client, timeout=5)
             assert code == 1012
-        # Without the grace the answer would stream on for about two more seconds.
-        assert await served.exited(timeout=0.5 + 1.5) == 0
+        # A clean exit; that the grace cut the answer short shows in its stored status below (it
+        # would be complete after about two more seconds). No timing here: the machine is shared.
+        assert await served.exited(timeout=15) == 0
     finally:
         await launcher.stop_all()
     assert [status for status, _ in launcher.statuses()] == ["stopped"]
