@@ -1,1 +1,6 @@
-pytest_plugins = ["tests.fixtures.db", "tests.fixtures.redis", "tests.fixtures.scripted", "tests.fixtures.server"]
+pytest_plugins = [
+    "tests.fixtures.db",
+    "tests.fixtures.redis",
+    "tests.fixtures.scripted",
+    "tests.fixtures.server",
+]

@@ -236,8 +236,8 @@ class QuotasSection(QuotaValues):
     organization (the host's organization id, the token's `org`)."""
 
     roles: dict[_Name, RoleQuota] = Field(default_factory=dict)
-    organizations: dict[Annotated[str, StringConstraints(min_length=1, max_length=255)], QuotaValues] = (
-        Field(default_factory=dict)
+    organizations: dict[Annotated[str, StringConstraints(min_length=1, max_length=255)], QuotaValues] = Field(
+        default_factory=dict
     )
 
 

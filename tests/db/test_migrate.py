@@ -205,7 +205,9 @@ async def test_a_database_of_a_toolkit_no_longer_enabled_stops_the_upgrade(empty
 async def test_concurrent_upgrades_in_one_process(empty_database_url: str, branches: Sequence[Path]) -> None:
     """Several `upgrade` calls at once in one process all succeed and leave the database at head."""
     await asyncio.gather(*(upgrade(empty_database_url, branches=branches) for _ in range(3)))
-    assert await _heads(empty_database_url) == ({"crm_0001", head_revision()} if branches else {head_revision()})
+    assert await _heads(empty_database_url) == (
+        {"crm_0001", head_revision()} if branches else {head_revision()}
+    )
 
 
 async def test_partial_unique_index_only_covers_client_ids(empty_database_url: str) -> None:
