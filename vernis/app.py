@@ -264,7 +264,7 @@ def create_app(
             member_limiter=member_limiter,
             socket_cap=socket_cap,
             pages=PageContextResolver(catalog.pages, catalog.resolvers, catalog.registry.resources),
-            guards=GuardService(GuardPolicy(config.guards), engine),
+            guards=GuardService(GuardPolicy(config.guards), engine, on_finding=metrics.guard_finding),
             scripted=scripted,
             shared=redis is not None,
             metrics=metrics,

@@ -87,6 +87,12 @@ class Metrics:
             ["reason"],
             registry=registry,
         )
+        self.guard_findings = Counter(
+            "vernis_guard_findings",
+            "Guard findings, by where (user_input, tool_arguments, tool_result), category and action.",
+            ["where", "category", "action"],
+            registry=registry,
+        )
         self.frames = Counter(
             "vernis_frames", "WebSocket frames, by direction (in, out).", ["direction"], registry=registry
         )
@@ -114,6 +120,10 @@ class Metrics:
             self.token_usage.labels("chat", model, "output").observe(output_tokens)
         for tool, tool_outcome in tool_outcomes:
             self.tool_calls.labels(tool, tool_outcome).inc()
+
+    def guard_finding(self, where: str, category: str, action: str) -> None:
+        """One finding of the guards (never its text: only where, what kind, what was done)."""
+        self.guard_findings.labels(where, category, action).inc()
 
     def llm_fault(self, error: LLMError) -> None:
         """One fault of the model endpoint (the adapter tells of each, retried ones too)."""

@@ -74,3 +74,27 @@ async def test_metrics_ask_for_the_bearer_token_when_one_is_set(vernis_factory: 
             assert wrong.status_code == 401
         samples = await scrape(vernis.http_url, token="scrape-me-please")
     assert ("vernis_sockets_open", frozenset()) in samples
+
+
+async def test_guard_findings_are_counted_without_their_text(vernis_factory: VernisFactory) -> None:
+    """A message with a card number (redacted) and one with an API key (blocked) each add one guard finding to /metrics, by where, category and action; the secrets appear nowhere in it."""
+    card, key = "4111 1111 1111 1111", "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
+    async with vernis_factory() as vernis, vernis.opened() as client:
+        await client.answer(f"my card is {card}")
+        await client.send("user_message", content=f"the key is {key}")
+        assert (await client.until("error"))[-1]["code"] == "message_blocked"
+        samples = await scrape(vernis.http_url)
+        async with httpx.AsyncClient() as http:
+            text = (await http.get(f"{vernis.http_url}/metrics")).text
+    assert (
+        sample(samples, "vernis_guard_findings_total", where="user_input", category="card", action="redact")
+        == 1
+    )
+    assert (
+        sample(
+            samples, "vernis_guard_findings_total", where="user_input", category="credential", action="block"
+        )
+        == 1
+    )
+    assert card not in text
+    assert key not in text

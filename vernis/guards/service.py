@@ -197,12 +197,20 @@ class GuardService:
         engine: AsyncEngine | None = None,
         *,
         scanner: Scanner = scan_text,
+        on_finding: Callable[[str, str, str], None] | None = None,
     ) -> None:
         self.policy = policy if policy is not None else GuardPolicy()
+        # Told of each finding counted (location, category, action): the metrics.
+        self._on_finding = on_finding
         self._engine = engine
         self._scanner = scanner
         self._workers = ScanWorkers(_WORKERS)
         self._counts: Counter[tuple[str, str, str]] = Counter()
+
+    def _count(self, location: str, category: str, action: str) -> None:
+        self._counts[(location, category, action)] += 1
+        if self._on_finding is not None:
+            self._on_finding(location, category, action)
 
     def finding_counts(self) -> dict[tuple[str, str, str], int]:
         """Findings so far by (location, category, action); failed scans count as category
@@ -320,7 +328,7 @@ class GuardService:
     async def _failed(
         self, location: Location, member: Subject, conversation_id: UUID | None, tool_name: str | None
     ) -> None:
-        self._counts[(location.value, "guard_failure", Action.BLOCK.label)] += 1
+        self._count(location.value, "guard_failure", Action.BLOCK.label)
         await self._audit(
             location,
             member,
@@ -358,7 +366,7 @@ class GuardService:
                 "signal": finding.signal,
                 "action": decided.action.label,
             }
-            self._counts[(location.value, finding.category.value, decided.action.label)] += 1
+            self._count(location.value, finding.category.value, decided.action.label)
         if seen:
             await self._audit(location, member, conversation_id, tool_name, list(seen.values()))
 
