@@ -217,7 +217,7 @@ def create_app(
                 org_monthly_tokens=settings.org_monthly_tokens,
             ),
             RedisQuotaCounter(redis) if redis is not None else MemoryQuotaCounter(),
-            UsageStore(engine),
+            UsageStore(engine, transactions),
             prefix=settings.redis_prefix,
         )
 

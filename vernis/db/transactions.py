@@ -16,9 +16,9 @@ function run in one hop:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vernis.db.engine import set_sqlite_pragmas
 
-__all__ = ["EngineTransactions", "SqliteTransactions", "Transactions", "transactions_for"]
+__all__ = ["EngineTransactions", "GroupCommit", "SqliteTransactions", "Transactions", "transactions_for"]
 
 T = TypeVar("T")
 
@@ -77,3 +77,50 @@ def transactions_for(engine: AsyncEngine) -> Transactions:
     if engine.dialect.name == "sqlite" and engine.url.database not in (None, "", ":memory:"):
         return SqliteTransactions(engine.url.render_as_string(hide_password=False))
     return EngineTransactions(engine)
+
+
+class GroupCommit(Generic[T]):
+    """Writes asked for at once share one write: `await group.submit(items)` returns once `items`
+    are written (or raises what the write raised).
+
+    One write at a time, in the order asked: items submitted while a write is under way are written
+    together by the next one, run by whichever caller finds no writer at work. What answers ending
+    together, or their usage, cost: one transaction, not one each.
+    """
+
+    def __init__(self, write: Callable[[list[T]], Awaitable[None]]) -> None:
+        self._write = write
+        self._queued: list[tuple[list[T], asyncio.Future[None]]] = []
+        self._writing = False
+
+    async def submit(self, items: list[T]) -> None:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queued.append((items, done))
+        if not self._writing:
+            await self._drain()
+        await done
+
+    async def _drain(self) -> None:
+        self._writing = True
+        try:
+            while self._queued:
+                batch, self._queued = self._queued, []
+                try:
+                    await self._write([item for items, _ in batch for item in items])
+                except BaseException as exc:
+                    # Each waiter gets the failure; a cancellation of this writer goes on up.
+                    failure = exc if isinstance(exc, Exception) else RuntimeError("the write was cancelled")
+                    for _, waiting in batch:
+                        if not waiting.done():
+                            waiting.set_exception(failure)
+                    if not isinstance(exc, Exception):
+                        raise
+                    continue
+                for _, waiting in batch:
+                    if not waiting.done():
+                        waiting.set_result(None)
+        finally:
+            self._writing = False
+            if self._queued:
+                # The writer was cancelled with items still queued behind it: write them anyway.
+                asyncio.get_running_loop().create_task(self._drain())

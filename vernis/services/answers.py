@@ -27,6 +27,7 @@ import orjson
 
 from vernis.context.window import ConversationWindow, WindowEntry
 from vernis.db.models import MessageRole, MessageStatus
+from vernis.db.transactions import GroupCommit
 from vernis.exceptions import LLMError, VernisError
 from vernis.logs import conversation_context
 from vernis.metrics import Metrics
@@ -121,8 +122,8 @@ class AnswerService:
         self._usage_hooks: list[AnswerStored] = []
         self._flusher: asyncio.Task[None] | None = None
         # The group commit of answer rows: rows waiting to be written, and whether a writer is at work.
-        self._queued: list[tuple[list[MessageUpdate], asyncio.Future[None]]] = []
-        self._writing = False
+        # Final rows of answers ending together share one write (a group commit).
+        self._final_rows = GroupCommit[MessageUpdate](store.update_messages)
 
     def on_stored(self, hook: AnswerStored) -> None:
         self._stored_hooks.append(hook)
@@ -321,41 +322,6 @@ class AnswerService:
             completion_tokens=(answer.completion_tokens or None) if final else None,
         )
 
-    async def _write(self, rows: list[MessageUpdate]) -> None:
-        """Store answers' rows. One write at a time, in the order asked (a final row is never overtaken
-        by a flush of the same answer): rows asked for while a write is under way are written together
-        by the next one, by whichever caller finds no writer at work."""
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queued.append((rows, done))
-        if not self._writing:
-            await self._drain()
-        await done
-
-    async def _drain(self) -> None:
-        self._writing = True
-        try:
-            while self._queued:
-                batch, self._queued = self._queued, []
-                try:
-                    await self._store.update_messages([row for rows, _ in batch for row in rows])
-                except BaseException as exc:
-                    # Each waiter gets the failure; a cancellation of this writer goes on up.
-                    failure = exc if isinstance(exc, Exception) else VernisError()
-                    for _, waiting in batch:
-                        if not waiting.done():
-                            waiting.set_exception(failure)
-                    if not isinstance(exc, Exception):
-                        raise
-                    continue
-                for _, waiting in batch:
-                    if not waiting.done():
-                        waiting.set_result(None)
-        finally:
-            self._writing = False
-            if self._queued:
-                # The writer was cancelled with rows still queued behind it: write them anyway.
-                asyncio.get_running_loop().create_task(self._drain())
-
     async def _finish(self, answer: RunningAnswer, status: MessageStatus, error: VernisError | None) -> None:
         conversation_id = answer.spec.conversation_id
         answer._dirty = False
@@ -370,7 +336,7 @@ class AnswerService:
                     },
                 }
         try:
-            await self._write([self._row(answer, status, final=True)])
+            await self._final_rows.submit([self._row(answer, status, final=True)])
         except Exception:
             logger.exception("storing the answer failed")
             status, error = MessageStatus.FAILED, error or VernisError()

@@ -1,7 +1,8 @@
 """Tokens spent, per member, UTC day and model (SPEC §15): the `assistant_usage` table.
 
-An answer adds its tokens once, at its end (`UsageStore.add`: one upsert that adds, so answers ending
-together on several instances never lose each other's counts). The tokens are the provider's own
+An answer adds its tokens once, at its end (`UsageStore.add`: an upsert that adds, so answers ending
+together on several instances never lose each other's counts; answers ending together in this
+process share one transaction). The tokens are the provider's own
 usage figures; a provider that sends none gets an estimate (`estimate_tokens`): about four
 characters per token, the whole request's text for input and the answer's text and tool arguments
 for output. Rows stay when a member's conversations are deleted: they hold counts, never text.
@@ -13,13 +14,16 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
+from typing import Any
 from uuid import UUID
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vernis.db.engine import dialect_insert
 from vernis.db.models import Member, Usage, table_of
+from vernis.db.transactions import EngineTransactions, GroupCommit, Transactions
 
 __all__ = ["CHARS_PER_TOKEN", "DayUsage", "UsageStore", "estimate_tokens"]
 
@@ -52,9 +56,22 @@ class DayUsage:
         return self.input_tokens + self.output_tokens
 
 
+@dataclass(frozen=True, slots=True)
+class _Spent:
+    organization_id: UUID
+    member_id: UUID
+    day: date
+    model: str
+    input_tokens: int
+    output_tokens: int
+
+
 class UsageStore:
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, transactions: Transactions | None = None) -> None:
         self._engine = engine
+        self._transactions = transactions if transactions is not None else EngineTransactions(engine)
+        # Answers ending together add their tokens in one transaction (a group commit).
+        self._spent = GroupCommit[_Spent](self._write)
 
     async def add(
         self,
@@ -67,26 +84,42 @@ class UsageStore:
         output_tokens: int,
     ) -> None:
         """Add one answer's tokens to its member's day."""
-        async with self._engine.begin() as connection:
-            insert = dialect_insert(connection.dialect, _usage).values(
-                member_id=member_id,
-                day=day,
-                model=model[:255],
-                organization_id=organization_id,
-                input_tokens=input_tokens,
-                output_tokens=output_tokens,
-                answers=1,
+        spent = _Spent(organization_id, member_id, day, model[:255], input_tokens, output_tokens)
+        await self._spent.submit([spent])
+
+    async def _write(self, spent: list[_Spent]) -> None:
+        """One upsert per (member, day, model) of the batch, adding to what is stored."""
+        rows: dict[tuple[UUID, date, str], dict[str, Any]] = {}
+        for item in spent:
+            row = rows.get((item.member_id, item.day, item.model))
+            if row is None:
+                rows[(item.member_id, item.day, item.model)] = {
+                    "member_id": item.member_id,
+                    "day": item.day,
+                    "model": item.model,
+                    "organization_id": item.organization_id,
+                    "input_tokens": item.input_tokens,
+                    "output_tokens": item.output_tokens,
+                    "answers": 1,
+                }
+            else:
+                row["input_tokens"] += item.input_tokens
+                row["output_tokens"] += item.output_tokens
+                row["answers"] += 1
+
+        def upsert(connection: Connection) -> None:
+            insert = dialect_insert(connection.dialect, _usage)
+            statement = insert.on_conflict_do_update(
+                index_elements=[_usage.c.member_id, _usage.c.day, _usage.c.model],
+                set_={
+                    "input_tokens": _usage.c.input_tokens + insert.excluded.input_tokens,
+                    "output_tokens": _usage.c.output_tokens + insert.excluded.output_tokens,
+                    "answers": _usage.c.answers + insert.excluded.answers,
+                },
             )
-            await connection.execute(
-                insert.on_conflict_do_update(
-                    index_elements=[_usage.c.member_id, _usage.c.day, _usage.c.model],
-                    set_={
-                        "input_tokens": _usage.c.input_tokens + insert.excluded.input_tokens,
-                        "output_tokens": _usage.c.output_tokens + insert.excluded.output_tokens,
-                        "answers": _usage.c.answers + 1,
-                    },
-                )
-            )
+            connection.execute(statement, list(rows.values()))
+
+        await self._transactions.run(upsert)
 
     async def member_tokens(self, member_id: UUID, since: date) -> int:
         """A member's tokens (input and output) from `since` (a UTC day) on."""
