@@ -163,9 +163,14 @@ def create_app(
     hub: EventHub | None = None,
     catalog: Catalog | None = None,
     scripted: bool = False,
+    freeze_gc: bool = False,
 ) -> SocketFirst:
     """Build the app. Arguments left out are made from `settings`; a configuration that cannot work
-    raises here (`ConfigError`, `ToolkitError`), before anything is served."""
+    raises here (`ConfigError`, `ToolkitError`), before anything is served.
+
+    `freeze_gc`: the process serves this one app for its whole life (`vernis serve`), so what its
+    start made is moved out of the collector's reach (`gc.freeze()`); not for a process that starts
+    and stops many apps, such as the test suite."""
     settings = settings or load_settings()
     config = load_config(settings.config)
     catalog = catalog if catalog is not None else build_catalog(settings, config)
@@ -281,11 +286,12 @@ def create_app(
                 "demo": settings.demo,
             },
         )
-        # Everything made at start (modules, the catalog, clients) lives as long as the process: kept
-        # out of the collector's full passes, which otherwise walk it all again and again, each
-        # pass a pause of every stream (p99 of a delta's latency).
-        gc.collect()
-        gc.freeze()
+        if freeze_gc:
+            # Everything made at start (modules, the catalog, clients) lives as long as the process:
+            # kept out of the collector's full passes, which otherwise walk it all again and again,
+            # each pass a pause of every stream (p99 of a delta's latency).
+            gc.collect()
+            gc.freeze()
         sockets = Sockets()
         revocations.on_revoke(sockets.revoke)
         revocations_task = asyncio.create_task(revocations.run(), name="revocations")
@@ -335,7 +341,7 @@ def app_from_environment() -> SocketFirst:
 
     settings = load_settings()
     configure_logging(settings.log_level, settings.log_format)
-    return create_app(settings, scripted=os.environ.get("VERNIS_SCRIPTED_MODEL") == "1")
+    return create_app(settings, scripted=os.environ.get("VERNIS_SCRIPTED_MODEL") == "1", freeze_gc=True)
 
 
 class SocketFirst:

@@ -111,7 +111,7 @@ def _serve(args: argparse.Namespace) -> int:
     catalog = build_catalog(settings)
     if args.workers > 1:
         return _serve_workers(args, settings, catalog, scripted_socket)
-    app = create_app(settings, catalog=catalog, scripted=scripted_socket is not None)
+    app = create_app(settings, catalog=catalog, scripted=scripted_socket is not None, freeze_gc=True)
     _migrate(settings, catalog)
     if settings.demo:
         logger.warning(
