@@ -11,7 +11,9 @@ from typing import Any
 import httpx
 
 from tests.fixtures.server import Vernis, VernisFactory
+from tests.ops.helpers import is_chat
 from tests.ops.test_quotas import spend
+from vernis.scripted import Reply
 
 
 async def usage(vernis: Vernis, email: str, query: str = "") -> httpx.Response:
@@ -90,3 +92,20 @@ async def test_usage_refuses_no_token_and_a_bad_since(vernis_factory: VernisFact
     assert "YYYY-MM-DD" in bad.json()["error"]["message"]
     assert old.status_code == 400
     assert earlier.status_code == 200
+
+
+async def test_regenerated_and_edited_answers_count_like_new_ones(vernis_factory: VernisFactory) -> None:
+    """An answer written again (`regenerate`) and one to an edited message (`edit_message`) add their tokens to the member's usage, as a new message's answer does."""
+    async with vernis_factory() as vernis:
+        vernis.scripted.add(Reply("First.", usage=(10, 1)), match=is_chat)
+        vernis.scripted.add(Reply("Again.", usage=(20, 2)), match=is_chat)
+        vernis.scripted.add(Reply("Edited.", usage=(30, 3)), match=is_chat)
+        async with vernis.opened("member@acme.test") as client:
+            first = await client.answer("hello")
+            await client.drain()
+            await client.send("regenerate")
+            await client.until("assistant_end")
+            await client.send("edit_message", message_id=first[-1]["message_id"], content="hello again")
+            await client.until("assistant_end")
+        response = await usage(vernis, "member@acme.test")
+    assert response.json()["today"]["tokens"] == 11 + 22 + 33

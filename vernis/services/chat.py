@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 from vernis.context.page import CurrentPage, PageRequest
 from vernis.context.window import ConversationWindow, WindowEntry
@@ -32,7 +33,7 @@ from vernis.tools.runner import ToolRunner
 if TYPE_CHECKING:
     from vernis.services.session import Session
 
-__all__ = ["send_user_message"]
+__all__ = ["send_user_message", "start_answer"]
 
 logger = logging.getLogger("vernis.chat")
 
@@ -119,11 +120,39 @@ async def send_user_message(
         except BaseException:
             await hub.release(conversation.id, owner)
             raise
-    first_exchange = user_message.position == 0
-    try:
-        window.append(WindowEntry(MessageRole.USER, content))
+    window.append(WindowEntry(MessageRole.USER, content))
+    await start_answer(
+        session,
+        conversation,
+        window,
+        message_id=message_id,
+        owner=owner,
+        asked_at=user_message.created_at,
+        page_context=page_context,
+        notices=[verdict.model_notice()],
+        first_user_message=content if user_message.position == 0 else None,
+    )
 
-        # 6. The system prompt and this member's tools.
+
+async def start_answer(
+    session: Session,
+    conversation: ConversationInfo,
+    window: ConversationWindow,
+    *,
+    message_id: UUID,
+    owner: str,
+    asked_at: datetime,
+    page_context: PageRequest | None = None,
+    notices: Sequence[str | None] = (),
+    first_user_message: str | None = None,
+) -> None:
+    """The system prompt and this member's tools (SPEC §4, step 6), then the answer, which belongs to
+    the conversation from here on (7). The caller holds the lease as `owner` and has stored the
+    answer's row (`message_id`, streaming); `window` ends with what the answer replies to. A new
+    message, a regenerated answer and an edited message all start here."""
+    services, member, settings = session.services, session.member, session.settings
+    store, hub = services.store, services.hub
+    try:
         context = ToolContext(
             member=member,
             permissions=session.permissions,
@@ -132,7 +161,7 @@ async def send_user_message(
             token=session.identity.token,
             claims=session.identity.claims,
             message_id=message_id,
-            asked_at=user_message.created_at,
+            asked_at=asked_at,
         )
         page = None
         if page_context is not None:
@@ -151,7 +180,7 @@ async def send_user_message(
         runner = None
         if session.toolset:
             runner = ToolRunner(session.toolset, context, services.approvals, guards=services.guards)
-        notices = [verdict.model_notice()]
+        notices = list(notices)
         if page_distrusted:
             notices.append(_PAGE_NOTICE)
             if runner is not None:
@@ -166,7 +195,6 @@ async def send_user_message(
         await hub.release(conversation.id, owner)
         raise
 
-    # 7. The answer streams; it belongs to the conversation from here on.
     services.answers.start(
         AnswerSpec(
             conversation_id=conversation.id,
@@ -180,7 +208,7 @@ async def send_user_message(
                 max_tokens=settings.llm_max_tokens,
             ),
             message_id=message_id,
-            first_user_message=content if first_exchange else None,
+            first_user_message=first_user_message,
             member_id=member.id,
             organization_id=member.organization_id,
         ),

@@ -15,19 +15,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING
 from uuid import UUID, uuid4
 
 from vernis.context.window import WindowEntry
 from vernis.db.models import MessageRole, MessageStatus
 from vernis.exceptions import MessageBlocked, NotFound, RateLimited, ResponseInProgress
-from vernis.services.answers import AnswerSpec
-from vernis.services.assistant import LoopSettings
+from vernis.services.chat import start_answer
 from vernis.services.persistence import DuplicateClientMessage, MessageUpdate, StoredMessage
-from vernis.services.prompt import PromptParts, build_system_prompt
-from vernis.tools import ToolContext
-from vernis.tools.runner import ToolRunner
 
 if TYPE_CHECKING:
     from vernis.services.persistence import ConversationInfo
@@ -125,7 +121,16 @@ async def edit_message(
     except BaseException:
         await hub.release(conversation.id, owner)
         raise
-    await _answer(session, conversation, live[:last_user], content, answer_id, owner, user.created_at)
+    await _answer(
+        session,
+        conversation,
+        live[:last_user],
+        content,
+        answer_id,
+        owner,
+        user.created_at,
+        notices=[verdict.model_notice()],
+    )
 
 
 # --- shared -----------------------------------------------------------------------------------------
@@ -170,61 +175,21 @@ async def _answer(
     message_id: UUID,
     owner: str,
     asked_at: datetime,
+    notices: Sequence[str | None] = (),
 ) -> None:
-    """Build the window (`before`, then `new_user` if given), the prompt and the tools; start the
-    answer, which belongs to the conversation from here on. The caller holds the lease as `owner`."""
-    services, member, settings = session.services, session.member, session.settings
-    store, hub = services.store, services.hub
+    """Build the window (`before`, then `new_user` if given) and start the answer the way a new
+    message does (`chat.start_answer`). The caller holds the lease as `owner`."""
+    services = session.services
     try:
         window = services.windows.build(conversation.id, before)
-        if new_user is not None:
-            window.append(WindowEntry(MessageRole.USER, new_user))
-        context = ToolContext(
-            member=member,
-            permissions=session.permissions,
-            conversation_id=conversation.id,
-            resources=None,
-            token=session.identity.token,
-            claims=session.identity.claims,
-            message_id=message_id,
-            asked_at=asked_at,
-        )
-        system = build_system_prompt(
-            PromptParts(
-                persona=services.catalog.persona,
-                member=member,
-                ai_rules=await store.get_ai_rules(member.organization_id),
-                toolset=session.toolset,
-                page=None,
-                now=datetime.now(UTC),
-            )
-        )
-        runner = (
-            ToolRunner(session.toolset, context, services.approvals, guards=services.guards)
-            if session.toolset
-            else None
-        )
-        messages = [{"role": "system", "content": system}, *window.to_messages()]
     except BaseException:
         await asyncio.shield(
-            store.update_messages([MessageUpdate(message_id, "", None, MessageStatus.FAILED)])
+            services.store.update_messages([MessageUpdate(message_id, "", None, MessageStatus.FAILED)])
         )
-        await hub.release(conversation.id, owner)
+        await services.hub.release(conversation.id, owner)
         raise
-    services.answers.start(
-        AnswerSpec(
-            conversation_id=conversation.id,
-            messages=messages,
-            runner=runner,
-            window=window,
-            loop=LoopSettings(
-                model=settings.chat_model,
-                max_tool_rounds=settings.max_tool_rounds,
-                retries=settings.llm_max_retries,
-                max_tokens=settings.llm_max_tokens,
-            ),
-            message_id=message_id,
-            first_user_message=None,
-        ),
-        owner,
+    if new_user is not None:
+        window.append(WindowEntry(MessageRole.USER, new_user))
+    await start_answer(
+        session, conversation, window, message_id=message_id, owner=owner, asked_at=asked_at, notices=notices
     )
