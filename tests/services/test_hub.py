@@ -185,3 +185,52 @@ async def test_finished_conversations_are_forgotten_by_the_scheduled_sweep() -> 
     # Forgotten: a finished conversation numbers from the clock again; the two in use kept theirs.
     assert await hub.last_seq(one_of_them) == 7_000_000
     assert (await hub.last_seq(shown), await hub.last_seq(leased)) == kept
+
+
+async def test_replay_window_of_text_deltas_is_not_walked_by_the_garbage_collector() -> None:
+    """Deltas kept for replay leave no object for the collector to track (full collections would walk every kept delta), yet replay whole."""
+    hub = hub_at(1.0)
+    conversation = uuid.uuid4()
+    hub.publish(conversation, events.TextDelta("warm"))
+    gc.collect()
+    tracked = len(gc.get_objects())
+    for n in range(10_000):
+        hub.publish(conversation, events.TextDelta(f"d{n}"))
+    gc.collect()
+    assert len(gc.get_objects()) - tracked < 100
+    replayed = await hub.events_since(conversation, await hub.last_seq(conversation) - 3)
+    assert replayed is not None
+    assert [e.event for e in replayed] == [events.TextDelta(f"d{n}") for n in (9_997, 9_998, 9_999)]
+
+
+async def test_replay_is_exact_at_every_cut_point_across_blocks_and_trimming() -> None:
+    """Whatever seq a client resumes from, it gets exactly the kept events after it, across block boundaries, or None once they are trimmed."""
+    clock = Clock()
+    hub = MemoryHub(label, clock=lambda: 1.0, monotonic=clock, replay_seconds=10.0, replay_max_events=150)
+    conversation = uuid.uuid4()
+    seqs = []
+    for n in range(300):
+        clock.now += 0.01
+        seqs.append(
+            await published(
+                hub,
+                conversation,
+                events.TextDelta(str(n)) if n % 7 else events.TitleUpdated(conversation, str(n)),
+            )
+        )
+    kept = seqs[-150:]
+    for cut in range(len(seqs)):
+        replayed = await hub.events_since(conversation, seqs[cut])
+        if seqs[cut] + 1 < kept[0]:
+            assert replayed is None, cut
+        else:
+            assert replayed is not None, cut
+            assert [e.seq for e in replayed] == seqs[cut + 1 :]
+            assert [e.frame for e in replayed] == [
+                label(e.event, e.seq) for e in replayed if e.event is not None
+            ]
+    clock.now += 9.005  # the oldest fall out of the 10-second window: only the newest 100 stay
+    replayed = await hub.events_since(conversation, seqs[-101])
+    assert replayed is not None
+    assert [e.seq for e in replayed] == seqs[-100:]
+    assert await hub.events_since(conversation, seqs[-102]) is None
