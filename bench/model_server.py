@@ -4,19 +4,21 @@
 
 Raw asyncio (uvloop) HTTP/1.1 with keep-alive and chunked SSE: every request to `/v1/chat/completions`
 streams `--tokens` content chunks, one every `--pace` seconds (`--pace 0`: as fast as possible,
-`--burst` chunks per write), then a finish chunk with usage and `[DONE]`. A title request
+`--burst` chunks per write; paced tokens are due at fixed times from the first, so late timer
+wake-ups do not add up), then a finish chunk with usage and `[DONE]`. A title request
 (`max_tokens` below 64) gets three tokens at once.
 
 Each content chunk carries the moment it was written, `t<CLOCK_MONOTONIC µs> `, so a client on this
 machine measures the latency Vernis adds: its receipt time minus that stamp. The first chunk of an
 answer also carries when the request arrived (`r<µs> `), so a client can subtract the model's own
-time to first token.
+time to first token. `GET /stats` tells how many answer tokens (titles aside) have been written.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import time
 
 import orjson
@@ -55,6 +57,7 @@ class Model:
         self.pace = pace
         self.burst = burst
         self.requests = 0
+        self.emitted = 0
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -69,25 +72,37 @@ class Model:
                 self.requests += 1
                 if head.startswith(b"GET"):
                     payload = b'{"object":"list","data":[]}'
+                    if head.startswith(b"GET /stats"):
+                        payload = orjson.dumps({"emitted": self.emitted, "requests": self.requests})
                     writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(payload), payload))
                     continue
                 title = (body.get("max_tokens") or 1000) < 64
-                await self.stream(writer, arrived, 3 if title else self.tokens, 0.0 if title else self.pace)
+                if title:
+                    await self.stream(writer, arrived, 3, 0.0, counted=False)
+                else:
+                    await self.stream(writer, arrived, self.tokens, self.pace)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
             writer.close()
 
-    async def stream(self, writer: asyncio.StreamWriter, arrived: int, tokens: int, pace: float) -> None:
+    async def stream(
+        self, writer: asyncio.StreamWriter, arrived: int, tokens: int, pace: float, *, counted: bool = True
+    ) -> None:
         writer.write(HEAD)
         pending: list[bytes] = []
+        loop = asyncio.get_running_loop()
+        start = loop.time()
         for n in range(tokens):
+            if pace > 0 and n:
+                # Token n is due at start + n * pace: late wake-ups do not add up over an answer.
+                await asyncio.sleep(max(0.0, start + n * pace - loop.time()))
             stamp = f"r{arrived} t{now_us()} " if n == 0 else f"t{now_us()} "
             pending.append(chunk({"content": stamp} if n else {"role": "assistant", "content": stamp}))
+            self.emitted += counted
             if pace > 0:
                 writer.write(framed(pending.pop()))
                 await writer.drain()
-                await asyncio.sleep(pace)
             elif len(pending) >= self.burst:
                 writer.write(framed(b"".join(pending)))
                 pending.clear()
@@ -112,4 +127,6 @@ if __name__ == "__main__":
     parser.add_argument("--tokens", type=int, default=100)
     parser.add_argument("--pace", type=float, default=0.02)
     parser.add_argument("--burst", type=int, default=16)
+    # The load side is the measuring instrument: no collector pauses of its own in the figures.
+    gc.disable()
     uvloop.run(main(parser.parse_args()))
