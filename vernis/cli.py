@@ -34,7 +34,7 @@ from pydantic import ValidationError
 from vernis.exceptions import ConfigError
 from vernis.metrics import MULTIPROC_ENV
 from vernis.settings import Settings, load_settings
-from vernis.ws.keepalive import KeepaliveProtocol
+from vernis.ws.transport import VernisProtocol
 
 if TYPE_CHECKING:
     from vernis.tools.catalog import Catalog
@@ -58,7 +58,7 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         # the CPU per streamed delta on the plain asyncio loop (PERF-NOTES).
         "loop": "uvloop",
         "http": "httptools",
-        "ws": KeepaliveProtocol,
+        "ws": VernisProtocol,
         "ws_max_size": settings.max_frame_bytes,
         "ws_per_message_deflate": False,
         "ws_ping_interval": settings.ping_interval,

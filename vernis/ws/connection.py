@@ -35,6 +35,7 @@ from vernis.services.versions import edit_message, regenerate
 from vernis.ws import protocol
 from vernis.ws.closecodes import CloseCode
 from vernis.ws.encoder import encode
+from vernis.ws.transport import SEND_TEXT, SendText
 
 __all__ = ["Connection", "ConnectionState"]
 
@@ -70,6 +71,9 @@ class Connection:
         # Frames not yet added to the metrics (FRAMES_BATCH).
         self._frames_in = 0
         self._frames_out = 0
+        # The server's direct text-frame write (vernis.ws.transport), when it offers one.
+        extension = websocket.scope.get("extensions", {}).get(SEND_TEXT)
+        self._send_text: SendText | None = extension["send"] if extension else None
         self.session = Session(services, identity, self)
 
     @property
@@ -138,15 +142,19 @@ class Connection:
         return True
 
     def _send_now(self, frame: str) -> bool:
-        """Send `frame` without a task switch, when nothing is queued and the socket is writable.
+        """Send `frame` without a task switch, when nothing is queued and the socket is writable:
+        one wake-up per streamed delta instead of two (the writer's), in the publisher's task.
 
-        The ASGI send of uvicorn's sans-I/O WebSocket waits for one thing only, first of all: the
-        socket being writable again after the peer fell behind. When it is writable the coroutine
-        runs to its end in one step, here, in the publisher's task: one wake-up per streamed delta
-        instead of two (the writer's). When it would wait, it is closed at that first wait, before it
-        wrote anything, and the frame goes to the writer, which waits as it should. (uvicorn is pinned
-        by the lockfile; tests/e2e/test_transport.py covers a slow reader.)
+        Under Vernis's own protocol the frame is written directly (`vernis.ws.transport`). Under
+        another server, the ASGI send of uvicorn's sans-I/O WebSocket waits for one thing only, first
+        of all: the socket being writable again after the peer fell behind. When it is writable the
+        coroutine runs to its end in one step, here. When it would wait, it is closed at that first
+        wait, before it wrote anything, and the frame goes to the writer, which waits as it should.
+        (uvicorn is pinned by the lockfile; tests/e2e/test_transport.py covers a slow reader.)
         """
+        send_text = self._send_text
+        if send_text is not None:
+            return send_text(frame)
         step = self.websocket.send({"type": "websocket.send", "text": frame})
         try:
             step.send(None)
@@ -159,6 +167,7 @@ class Connection:
 
     async def _write_loop(self) -> None:
         send = self.websocket.send
+        send_text = self._send_text
         frames = self._frames
         loop = asyncio.get_running_loop()
         try:
@@ -173,7 +182,8 @@ class Connection:
                     if isinstance(item, CloseCode):
                         await self.websocket.close(item)
                         return
-                    await send({"type": "websocket.send", "text": item})
+                    if send_text is None or not send_text(item):
+                        await send({"type": "websocket.send", "text": item})
         except (RuntimeError, OSError, WebSocketDisconnect):
             # The peer is gone; the reader sees the disconnect and ends the connection.
             return
