@@ -18,7 +18,7 @@ from typing import Any
 from uuid import UUID
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vernis.db.engine import dialect_insert
@@ -66,6 +66,26 @@ class _Spent:
     output_tokens: int
 
 
+_UPSERTS: dict[str, sa.Insert] = {}
+
+
+def _upsert(dialect: Dialect) -> sa.Insert:
+    """The usage upsert for `dialect`, built once: building it (its `excluded` alias copies the
+    table's columns) and computing its cache key cost more than running it, once per answer."""
+    statement = _UPSERTS.get(dialect.name)
+    if statement is None:
+        insert = dialect_insert(dialect, _usage)
+        statement = _UPSERTS[dialect.name] = insert.on_conflict_do_update(
+            index_elements=[_usage.c.member_id, _usage.c.day, _usage.c.model],
+            set_={
+                "input_tokens": _usage.c.input_tokens + insert.excluded.input_tokens,
+                "output_tokens": _usage.c.output_tokens + insert.excluded.output_tokens,
+                "answers": _usage.c.answers + insert.excluded.answers,
+            },
+        )
+    return statement
+
+
 class UsageStore:
     def __init__(self, engine: AsyncEngine, transactions: Transactions | None = None) -> None:
         self._engine = engine
@@ -108,16 +128,7 @@ class UsageStore:
                 row["answers"] += 1
 
         def upsert(connection: Connection) -> None:
-            insert = dialect_insert(connection.dialect, _usage)
-            statement = insert.on_conflict_do_update(
-                index_elements=[_usage.c.member_id, _usage.c.day, _usage.c.model],
-                set_={
-                    "input_tokens": _usage.c.input_tokens + insert.excluded.input_tokens,
-                    "output_tokens": _usage.c.output_tokens + insert.excluded.output_tokens,
-                    "answers": _usage.c.answers + insert.excluded.answers,
-                },
-            )
-            connection.execute(statement, list(rows.values()))
+            connection.execute(_upsert(connection.dialect), list(rows.values()))
 
         await self._transactions.run(upsert)
 
