@@ -8,17 +8,17 @@ message with its answer's row, the answers' periodic and final rows) are therefo
 function run in one hop:
 
 - `EngineTransactions`: any backend, through the app's async engine (`AsyncConnection.run_sync`);
-- `SqliteTransactions`: SQLite, a synchronous engine on one thread of its own. Its one thread is
-  also the process's one SQLite writer for these transactions: they queue in order instead of
-  meeting in SQLite's busy handler, which sleeps.
+- `SqliteTransactions`: SQLite, a synchronous engine run on the event loop's own thread when it
+  can take SQLite's write lock at once, else on a thread of its own (see the class).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -26,6 +26,8 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vernis.db.engine import set_sqlite_pragmas
+
+logger = logging.getLogger("vernis.db")
 
 __all__ = ["EngineTransactions", "GroupCommit", "SqliteTransactions", "Transactions", "transactions_for"]
 
@@ -53,23 +55,104 @@ class EngineTransactions:
         """The engine is its owner's to dispose of."""
 
 
+# Inline transactions between two checkpoints of the write-ahead log (see SqliteTransactions).
+CHECKPOINT_EVERY = 500
+
+
 class SqliteTransactions:
+    """SQLite write transactions, run on the event loop's thread when the write lock is free.
+
+    These are short (a few statements on one conversation's rows, well under a millisecond of SQLite
+    work), and the write-ahead log makes a commit a write to the page cache, not a disk flush. Run on
+    a thread of their own, they waited for the GIL instead: the thread takes it back after each of
+    the driver's calls, and on a busy core it gets it only when the loop's thread gives it up, every
+    5 ms (the switch interval), so a transaction of a few statements took 20-150 ms under load, and
+    every new answer waited that long for its first token.
+
+    So `run` first tries on the loop's thread, with `BEGIN IMMEDIATE` and no busy wait: either the
+    lock is taken at once, and the transaction runs to its end right there, or SQLite says the
+    database is locked (another connection is writing: the app's async engine, another process),
+    and the transaction goes to the thread, whose connection waits for the lock as usual. The loop's
+    connection never checkpoints the log itself (a checkpoint flushes to disk): every
+    `CHECKPOINT_EVERY` commits, a passive checkpoint runs on the thread.
+    """
+
     def __init__(self, database_url: str) -> None:
         url = make_url(database_url).set(drivername="sqlite")
         self._engine = sa.create_engine(url, pool_size=1, max_overflow=0)
         event.listen(self._engine, "connect", set_sqlite_pragmas)
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vernis-sqlite-writer")
+        self._inline = sa.create_engine(url, pool_size=1, max_overflow=0)
+        event.listen(self._inline, "connect", _inline_pragmas)
+        event.listen(self._inline, "begin", _begin_immediate)
+        self._commits = 0
+        self._checkpoint: asyncio.Future[None] | None = None
+        self.fallbacks = 0  # transactions that found the lock taken and ran on the thread
 
     async def run(self, body: Callable[[Connection], T]) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._thread, self._run, body)
+        loop = asyncio.get_running_loop()
+        try:
+            connection = self._inline.connect()
+            try:
+                transaction = connection.begin()
+            except BaseException:
+                connection.close()
+                raise
+        except sa.exc.OperationalError as exc:
+            if not _locked(exc):
+                raise
+            self.fallbacks += 1
+            return await loop.run_in_executor(self._thread, self._run, body)
+        with connection, transaction:
+            result = body(connection)
+        self._commits += 1
+        if self._commits >= CHECKPOINT_EVERY and self._checkpoint is None:
+            self._commits = 0
+            self._checkpoint = loop.run_in_executor(self._thread, self._checkpoint_log)
+            self._checkpoint.add_done_callback(self._checkpointed)
+        return result
 
     def _run(self, body: Callable[[Connection], T]) -> T:
         with self._engine.begin() as connection:
             return body(connection)
 
+    def _checkpoint_log(self) -> None:
+        with self._engine.connect() as connection:
+            connection.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
+
+    def _checkpointed(self, done: asyncio.Future[None]) -> None:
+        self._checkpoint = None
+        if not done.cancelled() and done.exception() is not None:
+            logger.warning("checkpoint of the SQLite log failed: %r", done.exception())
+
     async def aclose(self) -> None:
+        if self._checkpoint is not None:
+            await asyncio.gather(self._checkpoint, return_exceptions=True)
+        self._inline.dispose()  # its connection belongs to this thread
         await asyncio.get_running_loop().run_in_executor(self._thread, self._engine.dispose)
         self._thread.shutdown(wait=True)
+
+
+def _inline_pragmas(dbapi_connection: Any, connection_record: Any) -> None:
+    set_sqlite_pragmas(dbapi_connection, connection_record)
+    # Transactions begun by `_begin_immediate`, not by the driver; no wait for a taken lock; no
+    # checkpoint on this connection's commits.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA busy_timeout=0")
+        cursor.execute("PRAGMA wal_autocheckpoint=0")
+    finally:
+        cursor.close()
+
+
+def _begin_immediate(connection: Connection) -> None:
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _locked(exc: sa.exc.OperationalError) -> bool:
+    """SQLITE_BUSY: another connection holds the write lock."""
+    return "database is locked" in str(exc.orig) or "database is busy" in str(exc.orig)
 
 
 def transactions_for(engine: AsyncEngine) -> Transactions:

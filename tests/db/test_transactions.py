@@ -1,0 +1,123 @@
+"""SQLite write transactions (vernis.db.transactions): on the loop's thread when the write lock is free,
+on the writer thread when another connection holds it, committed or rolled back whole either way."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from vernis.db.transactions import CHECKPOINT_EVERY, SqliteTransactions
+
+
+def _insert(value: int) -> object:
+    def body(connection: Connection) -> int:
+        connection.execute(sa.text("INSERT INTO item (value) VALUES (:value)"), {"value": value})
+        return threading.get_ident()
+
+    return body
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Path:
+    path = tmp_path / "tx.db"
+    connection = sqlite3.connect(path)
+    try:
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("CREATE TABLE item (value INTEGER NOT NULL CHECK (value >= 0))")
+        connection.commit()
+    finally:
+        connection.close()  # the last connection: its log is checkpointed into the file and removed
+    return path
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+def _values(path: Path) -> list[int]:
+    connection = sqlite3.connect(path)
+    try:
+        return [row[0] for row in connection.execute("SELECT value FROM item ORDER BY rowid")]
+    finally:
+        connection.close()
+
+
+async def test_a_free_lock_runs_the_transaction_on_the_loops_thread(database: Path) -> None:
+    """With nobody else writing, the body runs on the event loop's own thread (no thread hop) and is committed."""
+    transactions = SqliteTransactions(f"sqlite:///{database}")
+    try:
+        ran_on = await transactions.run(_insert(1))  # type: ignore[arg-type]
+    finally:
+        await transactions.aclose()
+    assert ran_on == threading.get_ident()
+    assert transactions.fallbacks == 0
+    assert _values(database) == [1]
+
+
+async def test_a_taken_lock_sends_the_transaction_to_the_writer_thread_which_waits_for_it(
+    database: Path,
+) -> None:
+    """While another connection holds the write lock, the loop is not blocked: the transaction waits on the writer thread and commits after the lock is released."""
+    holder = sqlite3.connect(database, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("INSERT INTO item (value) VALUES (0)")
+    transactions = SqliteTransactions(f"sqlite:///{database}")
+    try:
+        pending = asyncio.ensure_future(transactions.run(_insert(2)))  # type: ignore[arg-type]
+        ticks = 0
+        while not pending.done() and ticks < 20:
+            await asyncio.sleep(0.01)  # the loop keeps running meanwhile
+            ticks += 1
+        assert not pending.done()
+        holder.execute("COMMIT")
+        ran_on = await asyncio.wait_for(pending, 5)
+    finally:
+        holder.close()
+        await transactions.aclose()
+    assert ran_on != threading.get_ident()
+    assert transactions.fallbacks == 1
+    assert _values(database) == [0, 2]
+
+
+async def test_a_failing_body_rolls_back_and_the_next_transaction_runs_inline(database: Path) -> None:
+    """A body that raises leaves nothing written and the error propagates; the loop's connection is usable right after."""
+    transactions = SqliteTransactions(f"sqlite:///{database}")
+
+    def half_then_fail(connection: Connection) -> None:
+        connection.execute(sa.text("INSERT INTO item (value) VALUES (5)"))
+        connection.execute(sa.text("INSERT INTO item (value) VALUES (-1)"))  # violates the CHECK
+
+    try:
+        with pytest.raises(sa.exc.IntegrityError):
+            await transactions.run(half_then_fail)
+        await transactions.run(_insert(6))  # type: ignore[arg-type]
+    finally:
+        await transactions.aclose()
+    assert _values(database) == [6]
+    assert transactions.fallbacks == 0
+
+
+async def test_the_log_is_checkpointed_off_the_loop(database: Path) -> None:
+    """The loop's connection never checkpoints (the database file keeps its size while the log grows); after CHECKPOINT_EVERY commits a checkpoint on the writer thread moves the log into the file."""
+    initial = _size(database)
+    transactions = SqliteTransactions(f"sqlite:///{database}")
+    try:
+        for n in range(CHECKPOINT_EVERY - 1):
+            await transactions.run(_insert(n))  # type: ignore[arg-type]
+        assert _size(database) == initial
+        assert _size(Path(f"{database}-wal")) > 0
+        await transactions.run(_insert(CHECKPOINT_EVERY))  # type: ignore[arg-type]
+        for _ in range(200):
+            if _size(database) > initial:
+                break
+            await asyncio.sleep(0.01)
+        assert _size(database) > initial
+    finally:
+        await transactions.aclose()
+    assert len(_values(database)) == CHECKPOINT_EVERY
