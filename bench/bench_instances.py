@@ -10,7 +10,7 @@ PostgreSQL database made for the run and dropped after, in three set-ups:
 2. Redis mode: one instance, with a `redis-server` of the run's own (pinned to the load core);
 3. Redis mode, two instances sharing the load (half the streams each, both pinned to the server core).
 
-Figures: delivered deltas/s and share of what the model offered, the latency Vernis adds (p50/p99),
+Figures: delivered deltas/s and their share of what the model wrote meanwhile, the latency Vernis adds (p50/p99),
 server CPU per delta (each instance's own), Redis's CPU per delta beside it, and how many deltas/s one
 core serves in each mode (1 / CPU per delta), so a reader can size a cluster.
 """
@@ -78,7 +78,12 @@ async def database() -> AsyncIterator[str]:
 
 
 async def measure(
-    label: str, targets: list[Target], streams: int, args: argparse.Namespace, redis_pid: int | None
+    label: str,
+    targets: list[Target],
+    model: ModelServers,
+    streams: int,
+    args: argparse.Namespace,
+    redis_pid: int | None,
 ) -> Run:
     print(
         f"[{label}] {streams} streams x 100 tokens at 50 tokens/s over {len(targets)} instance(s)", flush=True
@@ -86,15 +91,17 @@ async def measure(
     redis_before = cpu_seconds(redis_pid) if redis_pid else 0.0
     share = streams // len(targets)
     results = await asyncio.gather(
-        *(load(t, share, args.seconds, args.warmup, 10_000 * (n + 1)) for n, t in enumerate(targets))
+        *(load(t, model, share, args.seconds, args.warmup, 10_000 * (n + 1)) for n, t in enumerate(targets))
     )
     redis_cpu = cpu_seconds(redis_pid) - redis_before if redis_pid else 0.0
     deltas = sum(tally.deltas for tally, _ in results)
     latencies = [value for tally, _ in results for value in tally.latencies]
+    # What the model wrote in the window, for every instance's streams (the windows coincide).
+    emitted = results[0][0].emitted
     return Run(
         label,
         deltas / args.seconds,
-        deltas / args.seconds / (streams * 50),
+        deltas / max(1, emitted),
         pct(latencies, 0.5),
         pct(latencies, 0.99),
         [cpu / max(1, tally.deltas) * 1e6 for tally, cpu in results],
@@ -143,7 +150,7 @@ async def main(args: argparse.Namespace) -> None:
                 await wait_ready(f"http://127.0.0.1:{ports[0]}/readyz", server)
                 runs.append(
                     await measure(
-                        "memory, 1 instance", [target(ports[0], server.pid)], args.streams, args, None
+                        "memory, 1 instance", [target(ports[0], server.pid)], model, args.streams, args, None
                     )
                 )
             with process(redis_cmd, base_env, LOAD_CORE) as redis:
@@ -153,7 +160,12 @@ async def main(args: argparse.Namespace) -> None:
                     await wait_ready(f"http://127.0.0.1:{ports[0]}/readyz", one)
                     runs.append(
                         await measure(
-                            "Redis, 1 instance", [target(ports[0], one.pid)], args.streams, args, redis.pid
+                            "Redis, 1 instance",
+                            [target(ports[0], one.pid)],
+                            model,
+                            args.streams,
+                            args,
+                            redis.pid,
                         )
                     )
                     with process(serve(ports[1]), redis_env, SERVER_CORE) as two:
@@ -162,6 +174,7 @@ async def main(args: argparse.Namespace) -> None:
                             await measure(
                                 "Redis, 2 instances",
                                 [target(ports[0], one.pid), target(ports[1], two.pid)],
+                                model,
                                 args.streams,
                                 args,
                                 redis.pid,
@@ -182,9 +195,16 @@ async def main(args: argparse.Namespace) -> None:
         per_core = " / ".join(f"{1e6 / value:,.0f}" for value in run.cpu_us if value)
         redis_cpu = f"{run.redis_cpu_us:,.1f} µs" if run.redis_cpu_us is not None else "-"
         print(
-            f"| {run.label} | {run.share:.0%} ({run.delivered:,.0f}/s) | {run.p50:,.1f} / {run.p99:,.1f} ms "
+            f"| {run.label} | {run.share:.1%} ({run.delivered:,.0f}/s) | {run.p50:,.1f} / {run.p99:,.1f} ms "
             f"| {cpu} | {redis_cpu} | {per_core} |"
         )
+    memory, redis_one, redis_two = runs
+    print(f"\nRedis mode / memory mode, CPU per delta: {redis_one.cpu_us[0] / memory.cpu_us[0]:.2f}")
+    lone = redis_one.cpu_us[0]
+    print(
+        "Two instances / one, CPU per delta: "
+        + " / ".join(f"{value / lone:.2f}" for value in redis_two.cpu_us)
+    )
 
 
 if __name__ == "__main__":
