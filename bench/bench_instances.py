@@ -187,7 +187,8 @@ async def main(args: argparse.Namespace) -> None:
         f"\n{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores ({cpu_model()}), Python {sys.version.split()[0]}"
     )
     print(
-        "| set-up | delivered | added latency p50 / p99 | server CPU per delta | Redis CPU per delta | deltas/s per core |"
+        "| set-up | delivered (of what the model wrote; of the nominal) | added latency p50 / p99 "
+        "| server CPU per delta | Redis CPU per delta | deltas/s per core |"
     )
     print("|---|---:|---:|---:|---:|---:|")
     for run in runs:
@@ -195,7 +196,8 @@ async def main(args: argparse.Namespace) -> None:
         per_core = " / ".join(f"{1e6 / value:,.0f}" for value in run.cpu_us if value)
         redis_cpu = f"{run.redis_cpu_us:,.1f} µs" if run.redis_cpu_us is not None else "-"
         print(
-            f"| {run.label} | {run.share:.1%} ({run.delivered:,.0f}/s) | {run.p50:,.1f} / {run.p99:,.1f} ms "
+            f"| {run.label} | {run.delivered:,.0f}/s ({run.share:.1%}; {run.delivered / (args.streams * 50):.0%}) "
+            f"| {run.p50:,.1f} / {run.p99:,.1f} ms "
             f"| {cpu} | {redis_cpu} | {per_core} |"
         )
     memory, redis_one, redis_two = runs

@@ -353,12 +353,15 @@ def table(vernis: Figures, relay: Figures, args: argparse.Namespace) -> str:
         ratio = f"{ours / floor:.2f}" if floor else "-"
         return f"| {label} | {fmt.format(ours)} {unit} | {fmt.format(floor)} {unit} | {ratio} |"
 
+    nominal = args.streams * 50
     lines = [
         "| figure | Vernis | bare relay | ratio |",
         "|---|---:|---:|---:|",
         f"| paced, {args.streams} x 50 tok/s: delivered of what the model wrote | "
         f"{vernis.paced_share:.1%} ({vernis.paced_rate:,.0f} of {vernis.offered_rate:,.0f}/s) | "
         f"{relay.paced_share:.1%} ({relay.paced_rate:,.0f} of {relay.offered_rate:,.0f}/s) | |",
+        f"| paced: delivered of the nominal {nominal:,}/s (the closed loop's pause between answers "
+        f"included) | {vernis.paced_rate / nominal:.1%} | {relay.paced_rate / nominal:.1%} | |",
         row("paced: added latency p50", "ms", vernis.p50, relay.p50),
         row("paced: added latency p99", "ms", vernis.p99, relay.p99),
         row("burst, 50 x 100 tokens: deltas/s", "", vernis.burst_rate, relay.burst_rate, "{:,.0f}"),
