@@ -1,6 +1,6 @@
 """What one Vernis process keeps up with, measured the way users run it, beside a bare relay.
 
-    python bench/bench_server.py [--seconds 15] [--streams 200] [--idle 5000]
+    python bench/bench_server.py [--paced-seconds 60] [--seconds 15] [--streams 200] [--idle 5000]
 
 - `vernis serve --demo` runs as its own process pinned to core 0 (taskset), on SQLite, with the demo's
   real prompt and its 40 CRM tools (45-90 KB per request); every client is its own member (a host
@@ -242,6 +242,7 @@ class Figures:
     paced_rate: float = 0.0
     p50: float = 0.0
     p99: float = 0.0
+    p999: float = 0.0
     burst_rate: float = 0.0
     paced_cpu_us: float = 0.0
     fixed_ms: float = 0.0
@@ -256,11 +257,12 @@ async def measure(target: Target, model: ModelServers, args: argparse.Namespace)
     members = iter(range(0, 10**6, 1000))
     print(f"[{target.name}] paced: {args.streams} streams x 100 tokens at 50 tokens/s", flush=True)
     await model.use(tokens=100, pace=0.02)
-    tally, cpu = await load(target, model, args.streams, args.seconds, args.warmup, next(members))
-    figures.offered_rate = tally.emitted / args.seconds
-    figures.paced_rate = tally.deltas / args.seconds
+    tally, cpu = await load(target, model, args.streams, args.paced_seconds, args.warmup, next(members))
+    figures.offered_rate = tally.emitted / args.paced_seconds
+    figures.paced_rate = tally.deltas / args.paced_seconds
     figures.paced_share = tally.deltas / max(1, tally.emitted)
     figures.p50, figures.p99 = pct(tally.latencies, 0.5), pct(tally.latencies, 0.99)
+    figures.p999 = pct(tally.latencies, 0.999)
     figures.paced_cpu_us = cpu / max(1, tally.deltas) * 1e6
     figures.paced_load_busy = tally.load_busy
     print(
@@ -364,6 +366,7 @@ def table(vernis: Figures, relay: Figures, args: argparse.Namespace) -> str:
         f"included) | {vernis.paced_rate / nominal:.1%} | {relay.paced_rate / nominal:.1%} | |",
         row("paced: added latency p50", "ms", vernis.p50, relay.p50),
         row("paced: added latency p99", "ms", vernis.p99, relay.p99),
+        row("paced: added latency p99.9", "ms", vernis.p999, relay.p999),
         row("burst, 50 x 100 tokens: deltas/s", "", vernis.burst_rate, relay.burst_rate, "{:,.0f}"),
         row("server CPU per paced delta (fixed included)", "µs", vernis.paced_cpu_us, relay.paced_cpu_us),
         row("fixed CPU per answer", "ms", vernis.fixed_ms, relay.fixed_ms, "{:,.2f}"),
@@ -423,6 +426,12 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=15.0, help="how long each load is measured")
     parser.add_argument("--warmup", type=float, default=5.0, help="load before measuring starts")
     parser.add_argument("--streams", type=int, default=200, help="concurrent paced answers")
+    parser.add_argument(
+        "--paced-seconds",
+        type=float,
+        default=60.0,
+        help="how long the paced load is measured (long enough to include the server's full collections)",
+    )
     parser.add_argument("--paced-only", action="store_true", help="only the paced load (quick checks)")
     parser.add_argument("--idle", type=int, default=5000, help="idle sockets for the memory figure")
     # The load side is the measuring instrument: no collector pauses of its own in the figures.
