@@ -11,7 +11,7 @@ import pytest
 from vernis.services import events
 from vernis.services.persistence import ConversationInfo, StoredMessage
 from vernis.ws import protocol
-from vernis.ws.encoder import encode
+from vernis.ws.encoder import encode, to_wire
 
 CONVERSATION = uuid.uuid4()
 MESSAGE = uuid.uuid4()
@@ -94,6 +94,27 @@ def test_hot_path_delta_matches_the_model() -> None:
         content="Hel", seq=41
     )
     assert protocol.decode_event(encode(events.TextDelta("lo"))) == protocol.TextDelta(content="lo")
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        events.AnswerStarted(CONVERSATION, MESSAGE),
+        events.AnswerStarted(CONVERSATION, MESSAGE, resumed=True),
+        events.AnswerStarted(CONVERSATION, MESSAGE, resumed=False),
+        events.AnswerEnded(CONVERSATION, MESSAGE, stopped=False),
+        events.AnswerEnded(CONVERSATION, MESSAGE, stopped=True),
+    ],
+)
+@pytest.mark.parametrize("seq", [None, 0, 1_732_000_000_000_001])
+def test_an_answers_start_and_end_built_directly_are_the_models_frame(
+    event: events.Event, seq: int | None
+) -> None:
+    """assistant_start and assistant_end, built without their models, are byte for byte what the models dump (resumed left out when absent, seq when given)."""
+    data = to_wire(event).model_dump(mode="json")
+    if seq is not None:
+        data["seq"] = seq
+    assert encode(event, seq) == orjson.dumps(data).decode()
 
 
 def test_an_error_code_outside_the_protocol_fails_loudly() -> None:

@@ -1,7 +1,8 @@
 """The one encoder: the services' internal events (`vernis.services.events`) as protocol v1 frames.
 
 Every event becomes its wire model (`vernis.ws.protocol`), so the wire shape is written down once;
-a `text_delta`, the one event made per streamed token, skips the model and is encoded directly.
+a `text_delta`, the one event made per streamed token, skips the model and is encoded directly, and
+so do an answer's start and end.
 """
 
 from __future__ import annotations
@@ -22,6 +23,29 @@ def encode(event: events.Event, seq: int | None = None) -> str:
         if seq is None:
             return orjson.dumps({"type": "text_delta", "content": event.content}).decode()
         return protocol.encode_text_delta(event.content, seq)
+    # An answer's start and end, in every answer: built directly too, the same bytes as their models'
+    # (tests/ws/test_encoder.py compares them).
+    if type(event) is events.AnswerEnded:
+        data: dict[str, object] = {
+            "type": "assistant_end",
+            "conversation_id": str(event.conversation_id),
+            "message_id": str(event.message_id),
+            "stopped": event.stopped,
+        }
+        if seq is not None:
+            data["seq"] = seq
+        return orjson.dumps(data).decode()
+    if type(event) is events.AnswerStarted:
+        data = {
+            "type": "assistant_start",
+            "conversation_id": str(event.conversation_id),
+            "message_id": str(event.message_id),
+        }
+        if event.resumed is not None:
+            data["resumed"] = event.resumed
+        if seq is not None:
+            data["seq"] = seq
+        return orjson.dumps(data).decode()
     wire = to_wire(event)
     data = wire.model_dump(mode="json")
     # Only events of a conversation carry a seq (a conversation list or a pong belongs to none).
