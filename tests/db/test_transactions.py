@@ -77,12 +77,14 @@ async def test_a_taken_lock_sends_the_transaction_to_the_writer_thread_which_wai
         assert not pending.done()
         holder.execute("COMMIT")
         ran_on = await asyncio.wait_for(pending, 5)
+        ran_next_on = await transactions.run(_insert(3))  # type: ignore[arg-type]
     finally:
         holder.close()
         await transactions.aclose()
     assert ran_on != threading.get_ident()
+    assert ran_next_on == threading.get_ident()  # the refused BEGIN left the loop's connection usable
     assert transactions.fallbacks == 1
-    assert _values(database) == [0, 2]
+    assert _values(database) == [0, 2, 3]
 
 
 async def test_a_failing_body_rolls_back_and_the_next_transaction_runs_inline(database: Path) -> None:
