@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from tests.e2e.test_serve import LONG_MESSAGE, Launcher, connected, environment, member_token
+from tests.e2e.test_serve import LONG_MESSAGE, Launcher, Served, connected, environment, member_token
 from tests.fixtures.server import text_of
 
 
@@ -106,14 +106,20 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-async def test_workers_share_one_port_and_the_conversations(cluster: Launcher) -> None:
-    """`serve --workers 2`: two worker processes behind one port; tabs land on either, an answer streams to a second tab of the same conversation, wherever each tab landed."""
-    served = await cluster.start("--scripted-model", "--demo", "--workers", "2")
+async def serve_workers(cluster: Launcher, workers: int = 2) -> Served:
+    """`vernis serve --scripted-model --demo --workers N`, returned once its N workers are running."""
+    served = await cluster.start("--scripted-model", "--demo", "--workers", str(workers))
     for _ in range(100):
-        if len(_children(served.process.pid)) >= 2:
+        if len(_children(served.process.pid)) >= workers:
             break
         await asyncio.sleep(0.1)
-    assert len(_children(served.process.pid)) == 2
+    assert len(_children(served.process.pid)) == workers
+    return served
+
+
+async def test_workers_share_one_port_and_the_conversations(cluster: Launcher) -> None:
+    """`serve --workers 2`: two worker processes behind one port; tabs land on either, an answer streams to a second tab of the same conversation, wherever each tab landed."""
+    served = await serve_workers(cluster)
     async with connected(served, member_token()) as asking:
         await asking.until("history_end")
         await asking.send("user_message", content=LONG_MESSAGE)

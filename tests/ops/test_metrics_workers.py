@@ -15,7 +15,7 @@ import httpx
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from tests.e2e.test_instances_processes import _children, cluster
+from tests.e2e.test_instances_processes import _children, cluster, serve_workers
 from tests.e2e.test_serve import Launcher, connected, member_token
 from tests.ops.helpers import sample, scrape
 
@@ -33,12 +33,7 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 async def test_every_scrape_of_two_workers_shows_the_whole_server(cluster: Launcher) -> None:
     """With 8 sockets spread over two workers, each of several scrapes shows 8 sockets open and, after 8 answers, 8 complete answers: the workers' values add up."""
-    served = await cluster.start("--scripted-model", "--demo", "--workers", "2")
-    for _ in range(100):
-        if len(_children(served.process.pid)) >= 2:
-            break
-        await asyncio.sleep(0.1)
-    assert len(_children(served.process.pid)) == 2
+    served = await serve_workers(cluster)
     async with AsyncExitStack() as stack:
         clients = [
             await stack.enter_async_context(connected(served, member_token(f"member{n}@acme.test")))
@@ -68,11 +63,7 @@ async def test_every_scrape_of_two_workers_shows_the_whole_server(cluster: Launc
 
 async def test_the_gauges_of_a_killed_worker_are_dropped(cluster: Launcher) -> None:
     """Both workers SIGKILLed while 4 sockets are open: once the supervisor has started new ones, a scrape shows 0 sockets open, not the dead workers' 4."""
-    served = await cluster.start("--scripted-model", "--demo", "--workers", "2")
-    for _ in range(100):
-        if len(_children(served.process.pid)) >= 2:
-            break
-        await asyncio.sleep(0.1)
+    served = await serve_workers(cluster)
     old = set(_children(served.process.pid))
     assert len(old) == 2
     async with AsyncExitStack() as stack:

@@ -84,7 +84,8 @@ Kept = tuple[int, str, str | None, float]
 
 # Kept events are grouped in tuples of this many, themselves untracked then, so that a full
 # collection, which walks every container the collector tracks, does not visit each kept event:
-# minutes of deltas (a million at 10,000 deltas/s) made pauses of 50-130 ms every few seconds.
+# minutes of deltas (up to three million in the 5-minute window at 10,000 deltas/s) made pauses
+# of 50-130 ms every few seconds.
 BLOCK = 64
 
 

@@ -3,13 +3,14 @@ text frame written at once, without the ASGI send's coroutine, for the frames of
 
 A streamed delta is the one frame Vernis sends thousands of times a second. Through ASGI it costs a
 coroutine of starlette's `WebSocket.send`, one of uvicorn's `send`, and the websockets library's frame
-object and serializer: about a sixth of the server's CPU per delta. A server-to-client text frame
-without extensions (Vernis turns per-message deflate off) is two to ten bytes of header and the UTF-8
-text (RFC 6455 §5.2: unmasked from a server), so the protocol offers the app a plain function that
-writes one, as an ASGI extension in the socket's scope (`SEND_TEXT`): the socket layer calls it when
-it is there and falls back to the ASGI send when it is not (another server), or when it returns False:
-the handshake is not done, a close was sent or received, or the peer reads slower than we write
-(the transport asked us to pause), where the ASGI send waits as it should.
+object and serializer: 14 % of a py-spy profile of the server under 200 paced streams. A
+server-to-client text frame without extensions (Vernis turns per-message deflate off) is two to ten
+bytes of header and the UTF-8 text (RFC 6455 §5.2: unmasked from a server), so the protocol offers
+the app a plain function that writes one, as an ASGI extension in the socket's scope (`SEND_TEXT`):
+the socket layer calls it when it is there and falls back to the ASGI send when it is not (another
+server), or when it returns False: the handshake is not done, a close was sent or received, or the
+peer reads slower than we write (the transport asked us to pause), where the ASGI send waits as it
+should.
 """
 
 from __future__ import annotations
