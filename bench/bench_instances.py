@@ -8,7 +8,8 @@ PostgreSQL database made for the run and dropped after, in three set-ups:
 
 1. memory mode: one instance, no Redis;
 2. Redis mode: one instance, with a `redis-server` of the run's own (pinned to the load core);
-3. Redis mode, two instances sharing the load (half the streams each, both pinned to the server core).
+3. the same instance with half the streams (what each of the two below carries);
+4. Redis mode, two instances sharing the load (half the streams each, both pinned to the server core).
 
 Figures: delivered deltas/s and their share of what the model wrote meanwhile, the latency Vernis adds (p50/p99),
 server CPU per delta (each instance's own), Redis's CPU per delta beside it, and how many deltas/s one
@@ -55,6 +56,7 @@ POSTGRES = "postgresql+asyncpg://postgres@127.0.0.1:5432"
 @dataclass
 class Run:
     label: str
+    streams: int
     delivered: float
     share: float
     p50: float
@@ -100,6 +102,7 @@ async def measure(
     emitted = results[0][0].emitted
     return Run(
         label,
+        streams,
         deltas / args.seconds,
         deltas / max(1, emitted),
         pct(latencies, 0.5),
@@ -168,6 +171,18 @@ async def main(args: argparse.Namespace) -> None:
                             redis.pid,
                         )
                     )
+                    # The same instance carrying what each of two carries: what the batching of
+                    # a lighter load costs, apart from what a second instance adds.
+                    runs.append(
+                        await measure(
+                            "Redis, 1 instance, half the streams",
+                            [target(ports[0], one.pid)],
+                            model,
+                            args.streams // 2,
+                            args,
+                            redis.pid,
+                        )
+                    )
                     with process(serve(ports[1]), redis_env, SERVER_CORE) as two:
                         await wait_ready(f"http://127.0.0.1:{ports[1]}/readyz", two)
                         runs.append(
@@ -196,16 +211,21 @@ async def main(args: argparse.Namespace) -> None:
         per_core = " / ".join(f"{1e6 / value:,.0f}" for value in run.cpu_us if value)
         redis_cpu = f"{run.redis_cpu_us:,.1f} µs" if run.redis_cpu_us is not None else "-"
         print(
-            f"| {run.label} | {run.delivered:,.0f}/s ({run.share:.1%}; {run.delivered / (args.streams * 50):.0%}) "
+            f"| {run.label} | {run.delivered:,.0f}/s ({run.share:.1%}; {run.delivered / (run.streams * 50):.0%}) "
             f"| {run.p50:,.1f} / {run.p99:,.1f} ms "
             f"| {cpu} | {redis_cpu} | {per_core} |"
         )
-    memory, redis_one, redis_two = runs
+    memory, redis_one, redis_half, redis_two = runs
     print(f"\nRedis mode / memory mode, CPU per delta: {redis_one.cpu_us[0] / memory.cpu_us[0]:.2f}")
     lone = redis_one.cpu_us[0]
     print(
         "Two instances / one, CPU per delta: "
         + " / ".join(f"{value / lone:.2f}" for value in redis_two.cpu_us)
+    )
+    half = redis_half.cpu_us[0]
+    print(
+        "Two instances / one carrying as much as each of them, CPU per delta: "
+        + " / ".join(f"{value / half:.2f}" for value in redis_two.cpu_us)
     )
 
 

@@ -194,7 +194,7 @@ def create_app(
             pool_size=settings.database_pool_size,
             statement_timeout=settings.database_statement_timeout,
         )
-        transactions = transactions_for(engine)
+        transactions = transactions_for(engine, statement_timeout=settings.database_statement_timeout)
         store = ConversationStore(engine, transactions=transactions)
         await catalog.start(engine, options)
         metrics = Metrics()
@@ -277,7 +277,6 @@ def create_app(
             pages=PageContextResolver(catalog.pages, catalog.resolvers, catalog.registry.resources),
             guards=GuardService(GuardPolicy(config.guards), engine, on_finding=metrics.guard_finding),
             scripted=scripted,
-            shared=redis is not None,
             metrics=metrics,
             quotas=quotas,
             revocations=revocations,

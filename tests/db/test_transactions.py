@@ -36,6 +36,14 @@ def database(tmp_path: Path) -> Path:
     return path
 
 
+def _holding_the_lock(path: Path) -> sqlite3.Connection:
+    """Another connection, holding the write lock with a row of 0 not yet committed."""
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("INSERT INTO item (value) VALUES (0)")
+    return holder
+
+
 def _size(path: Path) -> int:
     return path.stat().st_size if path.exists() else 0
 
@@ -64,9 +72,7 @@ async def test_a_taken_lock_sends_the_transaction_to_the_writer_thread_which_wai
     database: Path,
 ) -> None:
     """While another connection holds the write lock, the loop is not blocked: the transaction waits on the writer thread and commits after the lock is released."""
-    holder = sqlite3.connect(database, isolation_level=None, check_same_thread=False)
-    holder.execute("BEGIN IMMEDIATE")
-    holder.execute("INSERT INTO item (value) VALUES (0)")
+    holder = _holding_the_lock(database)
     transactions = SqliteTransactions(f"sqlite:///{database}")
     try:
         pending = asyncio.ensure_future(transactions.run(_insert(2)))  # type: ignore[arg-type]
@@ -123,3 +129,31 @@ async def test_the_log_is_checkpointed_off_the_loop(database: Path) -> None:
     finally:
         await transactions.aclose()
     assert len(_values(database)) == CHECKPOINT_EVERY
+
+
+_ITEMS = sa.table("item", sa.column("value"))
+
+
+async def test_a_statement_executed_while_the_lock_is_taken_waits_on_the_writer_thread(
+    database: Path,
+) -> None:
+    """execute() straight through the driver: with the lock taken elsewhere it waits on the writer thread (the loop runs on) and commits after; with the lock free it runs inline; a row breaking a constraint leaves none of the statement's rows and the next one runs."""
+    holder = _holding_the_lock(database)
+    transactions = SqliteTransactions(f"sqlite:///{database}")
+    insert = sa.insert(_ITEMS)
+    try:
+        pending = asyncio.ensure_future(transactions.execute(insert, [{"value": 1}, {"value": 2}]))
+        for _ in range(20):
+            await asyncio.sleep(0.01)  # the loop keeps running meanwhile
+        assert not pending.done()
+        holder.execute("COMMIT")
+        await asyncio.wait_for(pending, 5)
+        await transactions.execute(insert, [{"value": 3}])
+        with pytest.raises(sa.exc.IntegrityError):
+            await transactions.execute(insert, [{"value": 4}, {"value": -1}])  # violates the CHECK
+        await transactions.execute(insert, [{"value": 5}])
+    finally:
+        holder.close()
+        await transactions.aclose()
+    assert transactions.fallbacks == 1
+    assert _values(database) == [0, 1, 2, 3, 5]

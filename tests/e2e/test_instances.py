@@ -17,7 +17,7 @@ from tests.data import add_notification, is_read
 from tests.e2e.test_approvals import audit, preview
 from tests.e2e.test_resume import rebuild, stored, wait_for_status
 from tests.fixtures.redis import OwnRedis
-from tests.fixtures.server import Vernis, VernisFactory, text_of
+from tests.fixtures.server import Client, Vernis, VernisFactory, text_of
 from vernis.scripted import Reply
 
 WORDS = " ".join(f"w{n}" for n in range(80))
@@ -31,6 +31,12 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 Pair = tuple[Vernis, Vernis]
+
+
+async def show(client: Client, conversation_id: str) -> None:
+    """The tab loads the conversation (as the other tab's history), through its history's end."""
+    await client.send("load_conversation", conversation_id=conversation_id)
+    await client.until("history_end")
 
 
 @pytest.fixture
@@ -129,8 +135,7 @@ async def test_two_tabs_on_two_instances_approving_at_once_write_once(pair: obje
             confirmation, events = await preview(first, one, notification_id)
             conversation_id = events[0]["conversation_id"]
             async with two.opened() as second:
-                await second.send("load_conversation", conversation_id=conversation_id)
-                await second.until("history_end")
+                await show(second, conversation_id)
                 command = {"confirmation_id": confirmation["confirmation_id"], "approved": True}
                 await asyncio.gather(
                     first.send("confirm_tool", **command), second.send("confirm_tool", **command)
@@ -175,8 +180,7 @@ async def test_stored_answers_of_both_instances_are_one_history(pair: object) ->
             events = await first.answer("remember the word apricot")
             conversation_id = events[0]["conversation_id"]
         async with two.opened() as second:
-            await second.send("load_conversation", conversation_id=conversation_id)
-            await second.until("history_end")
+            await show(second, conversation_id)
             await second.answer("which word?")
         last_request = one.scripted.requests[-1]
         contents = [m.get("content") for m in last_request["messages"]]
@@ -184,6 +188,51 @@ async def test_stored_answers_of_both_instances_are_one_history(pair: object) ->
         messages = await stored(one, conversation_id)
         assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]
         assert uuid.UUID(conversation_id)
+
+
+async def test_an_instance_reads_anew_a_conversation_the_other_added_to(pair: object) -> None:
+    """A answers, then B answers in the same conversation, then A again on the socket that stayed open: A's request holds B's exchange (A held the conversation's window in memory, and B's lease came between), and A's next one holds all three."""
+    async with pair() as (one, two):  # type: ignore[operator]
+        async with one.opened() as first:
+            events = await first.answer("remember the word apricot")
+            conversation_id = events[0]["conversation_id"]
+            async with two.opened() as second:
+                await show(second, conversation_id)
+                await second.answer("remember the word banana")
+            await first.until("assistant_end")  # B's answer, seen live on A
+            await first.answer("which words?")
+            await first.answer("and once more?")
+        asked = [
+            [m.get("content") for m in request["messages"]]
+            for request in one.scripted.requests
+            if request["messages"][-1].get("content") in ("which words?", "and once more?")
+        ]
+        assert len(asked) == 2
+        for contents in asked:
+            assert {"remember the word apricot", "remember the word banana"} <= set(contents)
+        assert "which words?" in asked[1]
+
+
+async def test_an_approval_resolved_on_the_other_instance_reaches_the_next_request(pair: object) -> None:
+    """A preview shown on A and approved on B: A's next request carries the approved call's stored result, not the preview it held in memory."""
+    async with pair() as (one, two):  # type: ignore[operator]
+        notification_id = await add_notification(one)
+        async with one.opened() as first:
+            confirmation, events = await preview(first, one, notification_id)
+            conversation_id = events[0]["conversation_id"]
+            async with two.opened() as second:
+                await show(second, conversation_id)
+                await second.send(
+                    "confirm_tool", confirmation_id=confirmation["confirmation_id"], approved=True
+                )
+                (done,) = await second.expect("tool_call_completed")
+                assert done["status"] == "ok"
+            await first.until("tool_call_completed")  # the outcome, seen live on A
+            await first.answer("is it done?")
+        (request,) = [r for r in one.scripted.requests if r["messages"][-1].get("content") == "is it done?"]
+        results = [m["content"] for m in request["messages"] if m["role"] == "tool"]
+        assert len(results) == 1
+        assert '"read":true' in results[0]
 
 
 async def test_redis_down_refuses_new_answers_keeps_sockets_and_recovers(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
@@ -15,8 +16,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.fixtures.db import *  # noqa: F403
 from vernis.db.models import Conversation, Message, table_of
+from vernis.db.transactions import transactions_for
 from vernis.exceptions import Forbidden, InvalidMessage, NotFound, VernisError
 from vernis.services.persistence import (
+    ConversationFull,
     ConversationInfo,
     ConversationStore,
     DuplicateClientMessage,
@@ -381,6 +384,77 @@ async def test_concurrent_duplicates_store_one(store: ConversationStore, demo: D
     assert (len(stored), len(duplicates)) == (1, 4)
     assert {d.message_id for d in duplicates} == {stored[0].id}
     assert await store.messages(conversation.id) == stored
+
+
+@pytest.fixture(params=["engine", "fastest"])
+async def exchanges(request: pytest.FixtureRequest, engine: AsyncEngine) -> AsyncIterator[ConversationStore]:
+    """The store through the async engine, and through the app's fastest transactions (on PostgreSQL,
+    asyncpg directly)."""
+    if request.param == "engine":
+        yield ConversationStore(engine)
+        return
+    transactions = transactions_for(engine)
+    try:
+        yield ConversationStore(engine, transactions=transactions)
+    finally:
+        await transactions.aclose()
+
+
+async def test_concurrent_exchanges_take_distinct_positions(exchanges: ConversationStore, demo: Demo) -> None:
+    """Ten exchanges started at once in one conversation: each user message and its answer's row take two consecutive positions, 0..19 in all, and the count is 20."""
+    conversation = await _new(exchanges, demo.owner)
+    answers = [uuid.uuid4() for _ in range(10)]
+    users = await asyncio.gather(
+        *(
+            exchanges.add_exchange(conversation.id, f"m{n}", answer_id=a, model="m")
+            for n, a in enumerate(answers)
+        )
+    )
+    stored = {m.id: m for m in await exchanges.messages(conversation.id)}
+    assert sorted(m.position for m in stored.values()) == list(range(20))
+    for user, answer_id in zip(users, answers, strict=True):
+        assert stored[user.id].position == user.position
+        assert (stored[user.id].role, stored[user.id].content) == ("user", user.content)
+        assert (stored[answer_id].position, stored[answer_id].status) == (user.position + 1, "streaming")
+        assert stored[answer_id].role == "assistant"
+    after = await exchanges.get_conversation(conversation.id, demo.owner.id, demo.owner.organization_id)
+    assert after is not None
+    assert after.message_count == 20
+
+
+async def test_a_resent_exchange_is_stored_once(exchanges: ConversationStore, demo: Demo) -> None:
+    """Five exchanges sent at once with one client message id store one user message and one answer row; the other four raise DuplicateClientMessage naming it."""
+    conversation = await _new(exchanges, demo.owner)
+    outcomes = await asyncio.gather(
+        *(
+            exchanges.add_exchange(
+                conversation.id, "hi", answer_id=uuid.uuid4(), model="m", client_message_id="c-1"
+            )
+            for _ in range(5)
+        ),
+        return_exceptions=True,
+    )
+    stored = [o for o in outcomes if isinstance(o, StoredMessage)]
+    duplicates = [o for o in outcomes if isinstance(o, DuplicateClientMessage)]
+    assert (len(stored), len(duplicates)) == (1, 4), outcomes
+    assert {d.message_id for d in duplicates} == {stored[0].id}
+    assert [m.role for m in await exchanges.messages(conversation.id)] == ["user", "assistant"]
+
+
+async def test_an_exchange_beyond_the_bound_or_in_no_conversation_stores_nothing(
+    exchanges: ConversationStore, demo: Demo
+) -> None:
+    """With a bound of 4 messages, two exchanges fit and the third raises ConversationFull storing nothing; an unknown conversation raises NotFound."""
+    conversation = await _new(exchanges, demo.owner)
+    for n in range(2):
+        await exchanges.add_exchange(conversation.id, f"m{n}", answer_id=uuid.uuid4(), model="m", limit=4)
+    with pytest.raises(ConversationFull):
+        await exchanges.add_exchange(
+            conversation.id, "one too many", answer_id=uuid.uuid4(), model="m", limit=4
+        )
+    assert len(await exchanges.messages(conversation.id)) == 4
+    with pytest.raises(NotFound):
+        await exchanges.add_exchange(uuid.uuid4(), "nowhere", answer_id=uuid.uuid4(), model="m")
 
 
 async def test_update_message_changes_only_given_fields(

@@ -60,6 +60,10 @@ class ConversationWindow:
         self.nbytes = sum(entry.nbytes for entry in self._entries)
         # Set by the cache holding the window, so that a window that grows is accounted again.
         self._grew: Callable[[ConversationWindow], None] | None = None
+        # The lease under which this instance last brought the window up to date with what it
+        # wrote (`EventHub.lease_mark`): with several instances, whether the window can be used
+        # again without reading it anew (`EventHub.unchanged`).
+        self.mark: str | None = None
 
     @property
     def size(self) -> int:

@@ -6,8 +6,8 @@
   writer), `synchronous=NORMAL` (durable at checkpoints, safe with WAL), `foreign_keys=ON` (SQLite
   ignores foreign keys otherwise, so cascades would silently not happen) and a `busy_timeout`, so a
   writer waits for the lock instead of failing at once with "database is locked".
-- `postgresql+asyncpg://...`: a bounded pool with pre-ping, so connections dropped by a restart or
-  a proxy are replaced transparently.
+- `postgresql+asyncpg://...`: a fixed pool; connections dropped by a restart or a proxy are
+  replaced once their first use fails.
 
 Nothing connects until the engine is first used; the caller owns it and must `await engine.dispose()`.
 
@@ -46,7 +46,7 @@ _SQLITE_PRAGMAS = (
 def create_engine(database_url: str, *, pool_size: int = 10, statement_timeout: float = 30.0) -> AsyncEngine:
     """Create the engine for `database_url` (SQLite via aiosqlite, or PostgreSQL via asyncpg).
 
-    PostgreSQL gets a pool of `pool_size` connections (as many again in overflow) and a server-side
+    PostgreSQL gets a fixed pool of `pool_size` connections and a server-side
     `statement_timeout` (seconds): a statement stuck behind a lock fails instead of holding a
     connection forever. Raises `ValueError` for any other backend or driver, naming the URL forms
     that work.
@@ -105,10 +105,14 @@ def _postgres_engine(url: URL, pool_size: int, statement_timeout: float) -> Asyn
     return _create_async_engine(
         url,
         pool_size=pool_size,
-        max_overflow=pool_size,
+        # No overflow: under a burst, a connection opened for it and closed when returned cost more
+        # CPU (connect, TLS attempt, close) than waiting for a pooled one; the pool's size is the bound.
+        max_overflow=0,
         connect_args={"server_settings": {"statement_timeout": str(int(statement_timeout * 1000))}},
         pool_timeout=30,
-        pool_pre_ping=True,
+        # No ping before each use (a round trip for every statement): a connection that died with
+        # a restart or a cut fails its first use, and that failure invalidates the whole pool, so
+        # the next use connects anew (the caller reports that one failure as `unavailable`).
         # Recycled before typical idle cut-offs of proxies and managed databases.
         pool_recycle=1800,
     )

@@ -76,28 +76,24 @@ async def send_user_message(
         raise MessageBlocked(verdict.user_message())
     content = verdict.text
 
-    # 2. One answer at a time per conversation.
     conversation = session.conversation
-    if conversation is not None and await hub.holder(conversation.id) is not None:
-        raise ResponseInProgress()
+    window: ConversationWindow | None = None
     if conversation is None:
         # 3. Lazy creation: a pending conversation is stored now.
         conversation, window = await _create(session)
-    else:
-        # With several instances another one may have added to the conversation: read it anew.
-        cached = None if services.shared else services.windows.get(conversation.id)
-        window = cached or services.windows.build(
-            conversation.id, await store.messages(conversation.id, last=settings.window_messages)
-        )
 
-    # 5. The user message is stored, with its answer's row: one transaction. A conversation that
-    # filled up meanwhile rolls over (4); one deleted from another tab starts anew (3).
+    # 2. One answer at a time per conversation: the lease, or ResponseInProgress (nothing is stored
+    # before it). 5. The user message is stored, with its answer's row: one transaction. A
+    # conversation that filled up meanwhile rolls over (4); one deleted from another tab starts
+    # anew (3).
     message_id = uuid4()
     owner = uuid4().hex
     while True:
         if not await hub.try_acquire(conversation.id, owner):
             raise ResponseInProgress()
         try:
+            if window is None:
+                window = await _window(session, conversation.id)
             user_message = await store.add_exchange(
                 conversation.id,
                 content,
@@ -110,6 +106,7 @@ async def send_user_message(
         except (ConversationFull, NotFound) as exc:
             await hub.release(conversation.id, owner)
             if isinstance(exc, ConversationFull):
+                assert window is not None  # read before the exchange was tried
                 conversation, window = await _roll_over(session, conversation, window)
             else:
                 session.show(None)
@@ -152,6 +149,8 @@ async def start_answer(
     message, a regenerated answer and an edited message all start here."""
     services, member, settings = session.services, session.member, session.settings
     store, hub = services.store, services.hub
+    # From here the window follows what this answer writes, under this lease.
+    window.mark = hub.lease_mark(conversation.id)
     try:
         context = ToolContext(
             member=member,
@@ -238,6 +237,17 @@ async def _guard_page(session: Session, page: CurrentPage | None) -> tuple[Curre
         return replace(page, entity_name=None, entity_summary=None), False
     fields = described.data
     return replace(page, entity_name=fields["name"], entity_summary=fields["summary"]), described.untrusted
+
+
+async def _window(session: Session, conversation_id: UUID) -> ConversationWindow:
+    """The conversation's window, called holding its lease: the one in memory unless another instance
+    wrote to the conversation since (`EventHub.unchanged`), else read anew from the store."""
+    services = session.services
+    window = services.windows.get(conversation_id)
+    if window is not None and services.hub.unchanged(conversation_id, window.mark):
+        return window
+    stored = await services.store.messages(conversation_id, last=session.settings.window_messages)
+    return services.windows.build(conversation_id, stored)
 
 
 async def _create(session: Session) -> tuple[ConversationInfo, ConversationWindow]:

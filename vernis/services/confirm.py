@@ -88,8 +88,9 @@ async def confirm_tool(session: Session, confirmation_id: UUID, approved: bool) 
             approval_id=approval.id,
         )
     await approvals.update_stored_call(approval.message_id, approval.call_id, status=status, result=envelope)
-    # The model reads the outcome from storage with the next message.
+    # The model reads the outcome from storage with the next message, on whichever instance.
     services.windows.discard(approval.conversation_id)
+    await services.hub.touch(approval.conversation_id)
     session.publish(
         approval.conversation_id,
         events.ToolCallCompleted(

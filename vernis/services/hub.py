@@ -67,8 +67,10 @@ class HubEvent(NamedTuple):
     """One kept event. A tuple, not a frozen dataclass: one is made per streamed delta, and a tuple
     is built in a third of the time.
 
-    `event` is None for an event that reached this process from another instance and that nobody
-    here needs to inspect (only its frame is sent on); deltas, answer starts and ends always have it.
+    `event` is None for an event that reached this process through Redis and that nobody here needs
+    to inspect (only its frame is sent on): a delta delivered live, or any event but a delta, an
+    answer's start or its end. Answer starts and ends always have it, and so do the deltas of a
+    replay (`events_since`), which a resume merges.
     """
 
     seq: int
@@ -227,6 +229,23 @@ class EventHub(Protocol):
 
     async def holder(self, conversation_id: UUID) -> str | None: ...
 
+    def lease_mark(self, conversation_id: UUID) -> str | None:
+        """What names the lease this instance holds on the conversation now, for `unchanged` to
+        recognise later (None with a single instance: nobody else writes)."""
+        ...
+
+    def unchanged(self, conversation_id: UUID, mark: str | None) -> bool:
+        """Called holding the lease: whether nobody wrote to the conversation's messages since this
+        instance held the lease named `mark`. Every write to a conversation's messages is made
+        holding its lease, or followed by `touch`; so a conversation window kept up to date under
+        `mark` is still the stored one when this is true."""
+        ...
+
+    async def touch(self, conversation_id: UUID) -> None:
+        """Tell every instance that the conversation's messages changed outside its lease (an
+        approval's outcome written into a stored tool call)."""
+        ...
+
     async def aclose(self) -> None:
         """Deliver what is still queued and let go of connections (at shutdown)."""
         ...
@@ -372,3 +391,14 @@ class MemoryHub:
 
     async def holder(self, conversation_id: UUID) -> str | None:
         return self._leases.get(conversation_id)
+
+    def lease_mark(self, conversation_id: UUID) -> str | None:
+        return None
+
+    def unchanged(self, conversation_id: UUID, mark: str | None) -> bool:
+        # One instance: every write is this process's own, and whoever makes one updates or
+        # discards the conversation's window.
+        return True
+
+    async def touch(self, conversation_id: UUID) -> None:
+        pass

@@ -48,7 +48,7 @@ from vernis.db.models import (
     table_of,
     utcnow,
 )
-from vernis.db.transactions import EngineTransactions, Transactions
+from vernis.db.transactions import EngineTransactions, Transactions, Writer
 from vernis.exceptions import Forbidden, InvalidMessage, NotFound, VernisError
 
 __all__ = [
@@ -129,8 +129,84 @@ class _NewMessage:
     client_message_id: str | None = None
     model: str | None = None
 
+    def stored(self, conversation_id: UUID, position: int, now: datetime) -> StoredMessage:
+        """The message as stored at `position`."""
+        return StoredMessage(
+            id=self.id,
+            conversation_id=conversation_id,
+            position=position,
+            role=str(self.role),
+            content=self.content,
+            tool_calls=self.tool_calls,
+            status=str(self.status),
+            client_message_id=self.client_message_id,
+            created_at=now,
+        )
+
 
 _INSERT_MESSAGE = sa.insert(_message)
+_CONVERSATION_EXISTS = sa.select(_conversation.c.id).where(
+    _conversation.c.id == sa.bindparam("conversation_id")
+)
+_CLIENT_MESSAGE = sa.select(_message.c.id).where(
+    _message.c.conversation_id == sa.bindparam("conversation_id"),
+    _message.c.client_message_id == sa.bindparam("client_message_id"),
+)
+
+# With no bound, a conversation takes messages up to what its counter holds.
+_NO_LIMIT = 2**31 - 1
+
+
+@functools.cache
+def _exchange_at_once() -> sa.Insert:
+    """PostgreSQL: a user message and its answer's row in one statement, which takes their positions
+    (while the conversation holds fewer than `limit` messages and no message with the user's
+    `client_message_id`) and inserts both rows, returning their positions; no row when any of that
+    does not hold. Alone, it is a transaction: one round trip instead of four."""
+    taken = (
+        _take_positions(2, True)
+        .where(
+            ~sa.exists().where(
+                _message.c.conversation_id == sa.bindparam("conversation_id"),
+                _message.c.client_message_id == sa.bindparam("client_message_id"),
+            )
+        )
+        .cte("taken")
+    )
+    now = sa.bindparam("now", type_=UTCDateTime())
+
+    def row(prefix: str, offset: int) -> sa.Select[Any]:
+        return sa.select(
+            sa.bindparam(f"{prefix}_id", type_=_message.c.id.type),
+            sa.bindparam("conversation_id", type_=_message.c.conversation_id.type),
+            taken.c.message_count - (2 - offset),
+            sa.bindparam(f"{prefix}_role", type_=_message.c.role.type),
+            sa.bindparam(f"{prefix}_content", type_=_message.c.content.type),
+            sa.bindparam(f"{prefix}_status", type_=_message.c.status.type),
+            sa.bindparam(f"{prefix}_client_message_id", type_=_message.c.client_message_id.type),
+            sa.bindparam(f"{prefix}_model", type_=_message.c.model.type),
+            now,
+            now,
+        )
+
+    columns = [
+        "id",
+        "conversation_id",
+        "position",
+        "role",
+        "content",
+        "status",
+        "client_message_id",
+        "model",
+        "created_at",
+        "updated_at",
+    ]
+    return (
+        sa.insert(_message)
+        .from_select(columns, sa.union_all(row("user", 0), row("answer", 1)))
+        .returning(_message.c.position)
+    )
+
 
 _ROLES = frozenset(role.value for role in MessageRole)
 _STATUSES = frozenset(status.value for status in MessageStatus)
@@ -531,6 +607,12 @@ class ConversationStore:
             uuid.uuid4(), MessageRole.USER, content, MessageStatus.COMPLETE, None, client_message_id
         )
         answer = _NewMessage(answer_id, MessageRole.ASSISTANT, "", MessageStatus.STREAMING, None, None, model)
+        if self._engine.dialect.name == "postgresql":
+            stored = await self._exchange_at_once(conversation_id, user, answer, limit)
+            if stored is not None:
+                return stored
+            # Gone, full, or a resent message: the transaction below says which (or stores the
+            # exchange, if that changed meanwhile).
         return await self._append(conversation_id, [user, answer], limit=limit)
 
     async def _append(
@@ -543,24 +625,20 @@ class ConversationStore:
         parameters = {"conversation_id": conversation_id, "now": now, "limit": limit}
         client_message_id = rows[0].client_message_id
 
-        def append(connection: Connection) -> StoredMessage:
-            count = connection.execute(_take_positions(len(rows), limit is not None), parameters).scalar()
+        def append(writer: Writer) -> StoredMessage:
+            count = writer.scalar(_take_positions(len(rows), limit is not None), parameters)
             if count is None:
-                exists = connection.scalar(
-                    sa.select(_conversation.c.id).where(_conversation.c.id == conversation_id)
-                )
+                exists = writer.scalar(_CONVERSATION_EXISTS, {"conversation_id": conversation_id})
                 raise NotFound() if exists is None else ConversationFull(conversation_id)
             if client_message_id is not None:
-                existing = connection.scalar(
-                    sa.select(_message.c.id).where(
-                        _message.c.conversation_id == conversation_id,
-                        _message.c.client_message_id == client_message_id,
-                    )
+                existing = writer.scalar(
+                    _CLIENT_MESSAGE,
+                    {"conversation_id": conversation_id, "client_message_id": client_message_id},
                 )
                 if existing is not None:
                     raise DuplicateClientMessage(conversation_id, client_message_id, existing)
             first = count - len(rows)
-            connection.execute(
+            writer.execute(
                 _INSERT_MESSAGE,
                 [
                     {
@@ -580,20 +658,38 @@ class ConversationStore:
                     for offset, row in enumerate(rows)
                 ],
             )
-            head = rows[0]
-            return StoredMessage(
-                id=head.id,
-                conversation_id=conversation_id,
-                position=first,
-                role=str(head.role),
-                content=head.content,
-                tool_calls=head.tool_calls,
-                status=str(head.status),
-                client_message_id=head.client_message_id,
-                created_at=now,
-            )
+            return rows[0].stored(conversation_id, first, now)
 
-        return await self._transactions.run(append)
+        return await self._transactions.write(append)
+
+    async def _exchange_at_once(
+        self, conversation_id: UUID, user: _NewMessage, answer: _NewMessage, limit: int | None
+    ) -> StoredMessage | None:
+        """`add_exchange` on PostgreSQL in one statement (`_exchange_at_once()`); None when it
+        stored nothing."""
+        now = utcnow()
+        parameters: dict[str, Any] = {
+            "conversation_id": conversation_id,
+            "now": now,
+            "limit": _NO_LIMIT if limit is None else limit,
+            "client_message_id": user.client_message_id,
+        }
+        for prefix, row in (("user", user), ("answer", answer)):
+            parameters[f"{prefix}_id"] = row.id
+            parameters[f"{prefix}_role"] = str(row.role)
+            parameters[f"{prefix}_content"] = row.content
+            parameters[f"{prefix}_status"] = str(row.status)
+            parameters[f"{prefix}_client_message_id"] = row.client_message_id
+            parameters[f"{prefix}_model"] = row.model
+        try:
+            positions = await self._transactions.fetch(_exchange_at_once(), parameters)
+        except sa.exc.IntegrityError:
+            # The same message sent twice at once, both past the check: the unique index refused
+            # this one, and the transaction below finds the one stored.
+            return None
+        if not positions:
+            return None
+        return user.stored(conversation_id, min(position for (position,) in positions), now)
 
     async def update_messages(self, updates: Sequence[MessageUpdate]) -> None:
         """Write many answers' text, tool calls and status in one transaction (one statement, many
@@ -615,7 +711,7 @@ class ConversationStore:
             }
             for u in updates
         ]
-        await self._transactions.run(lambda connection: connection.execute(_UPDATE_ANSWER, rows))
+        await self._transactions.execute(_UPDATE_ANSWER, rows)
 
     async def update_message(
         self,

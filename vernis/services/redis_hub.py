@@ -9,6 +9,10 @@ Keys, under the deployment's prefix `P` (`VERNIS_REDIS_PREFIX`), for a conversat
 - `P{c:C}:fl`: the answer in flight (`m` its message id, `s` the seq of its start);
 - `P{c:C}:lease`: the one-answer lease, `<instance>:<owner>`, with an expiry renewed while the
   answer runs; `P:running`: the conversations with an answer in flight (what the reaper checks);
+- `P{c:C}:w`: who wrote to the conversation's messages last: the value of the last lease taken on
+  it, or a one-off value after a write made without the lease (`touch`). An instance whose own
+  lease was the last keeps using the conversation window it holds in memory; any other reads the
+  window anew from the database (`unchanged`);
 - the channel `P{c:C}` carries the conversation's events live, `P:ctl` requests to stop an answer.
 
 Publishing stays off the per-delta critical path: `publish()` appends to a local batch and returns;
@@ -46,7 +50,6 @@ from uuid import UUID
 
 import orjson
 import redis.asyncio as aioredis
-from cachetools import LRUCache
 from redis.exceptions import RedisError
 
 from vernis.exceptions import Unavailable
@@ -77,6 +80,8 @@ logger = logging.getLogger("vernis.hub.redis")
 LEASE_SECONDS = 10.0
 # How often an instance looks for answers whose instance died (their lease lapsed).
 REAP_SECONDS = 5.0
+# How long an instance may keep using a conversation window it holds after its own last lease.
+WRITER_SECONDS = 3600.0
 # How long a batch of published events waits for more before it is sent (at most ~20 ms: SPEC §10).
 LINGER_SECONDS = 0.005
 # Events kept while Redis is out of reach; beyond that the oldest are dropped (and logged).
@@ -86,32 +91,38 @@ _SEQ_TAIL = ',"seq":0}'
 # (conversation id, message id of the orphaned answer) -> stores it failed and ends it for clients.
 OrphanHandler = Callable[[UUID, UUID], Awaitable[None]]
 
-# One call per batch, for every conversation in it. KEYS: the running set, then per conversation
-# its seq, stream, in-flight record and lease. ARGV: the stream's length cap and the replay window
-# (ms), then per conversation: its channel, its id, and its events, one line each (`\n` between),
-# each line: kind, extra (a start's message id, an end's lease), whether the frame takes a seq (1/0)
-# and the frame without its seq, `\t` between. One argument per conversation, not four per event:
-# the client encodes and packs each argument in Python (about a third of the server's CPU in Redis
-# mode before). A frame is JSON: a tab or a line break in it is escaped, never raw.
+# One call per batch, for every conversation in it, with four arguments whatever the batch holds (the
+# client packs each argument in Python, copying its buffer each time: with a few arguments per
+# conversation, packing was a tenth of the server's CPU in Redis mode). KEYS: the running set. ARGV:
+# the stream's length cap, the replay window (ms), the key prefix, then the batch: one block per
+# conversation (`\r` between), its first line the conversation's id, then its events, one line each
+# (`\n` between), each line: kind, extra (a start's message id, an end's lease), whether the frame
+# takes a seq (1/0) and the frame without its seq, `\t` between. A frame is JSON: a tab, a line break
+# or a carriage return in it is escaped, never raw. The conversation's keys are named here, from
+# the prefix (one batch spans many conversations, so it could not run on a Redis Cluster anyway).
 _PUBLISH = """
-local maxlen, ttl = ARGV[1], ARGV[2]
+local maxlen, ttl, prefix, payload = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local t = redis.call('TIME')
 local horizon = t[1] * 1000 + math.floor(t[2] / 1000) - tonumber(ttl)
 local find, sub = string.find, string.sub
-local a, k = 3, 2
-while a <= #ARGV do
-  local channel, cid, data = ARGV[a], ARGV[a + 1], ARGV[a + 2]
-  local seqk, evk, flk, leasek = KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
-  a, k = a + 3, k + 4
-  local lines, pos = {}, 1
+local size, pos = #payload, 1
+while pos <= size do
+  local last = find(payload, '\\r', pos, true)
+  last = last and last - 1 or size
+  local nl = find(payload, '\\n', pos, true)
+  local cid = sub(payload, pos, nl - 1)
+  pos = last + 2
+  local channel = prefix .. '{c:' .. cid .. '}'
+  local seqk, evk, flk, leasek = channel .. ':seq', channel .. ':ev', channel .. ':fl', channel .. ':lease'
+  local lines, at = {}, nl + 1
   while true do
-    local nl = find(data, '\\n', pos, true)
-    if nl == nil then
-      lines[#lines + 1] = sub(data, pos)
+    local e = find(payload, '\\n', at, true)
+    if e == nil or e > last then
+      lines[#lines + 1] = sub(payload, at, last)
       break
     end
-    lines[#lines + 1] = sub(data, pos, nl - 1)
-    pos = nl + 1
+    lines[#lines + 1] = sub(payload, at, e - 1)
+    at = e + 1
   end
   local n = #lines
   if redis.call('EXISTS', seqk) == 0 then
@@ -158,14 +169,44 @@ redis.call('SET', KEYS[1], seq, 'PX', ARGV[1])
 return seq
 """
 
+# KEYS: the lease, the last writer. ARGV: the lease's value, its time to live (ms), the last
+# writer's time to live (ms). Taken: the previous last writer ('' if unknown); else nil.
+_ACQUIRE = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return false end
+local previous = redis.call('GET', KEYS[2])
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
+return previous or ''
+"""
+
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
 
+# Every lease this instance holds, in one call. KEYS: the leases; ARGV: their time to live (ms),
+# then each one's value. Per lease: 1 renewed, 0 taken over.
 _RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 0
+local out = {}
+for i, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[i + 1] then
+    redis.call('PEXPIRE', key, ARGV[1])
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out
+"""
+
+# The conversations with an answer in flight whose lease lapsed (their instance died), in one call:
+# the reaper of every instance asks this, not each conversation's lease in turn. KEYS: the running
+# set; ARGV: the key prefix.
+_UNLEASED = """
+local out = {}
+for _, cid in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if redis.call('EXISTS', ARGV[1] .. '{c:' .. cid .. '}:lease') == 0 then out[#out + 1] = cid end
+end
+return out
 """
 
 # A sliding window in a sorted set, on Redis's clock (instances' clocks may differ): the hit is
@@ -245,9 +286,10 @@ def _event(kind: str, frame: str) -> events.Event | None:
 class _Local:
     """This instance's subscribers of one conversation and how far they were delivered."""
 
-    __slots__ = ("delivered", "ready", "sinks")
+    __slots__ = ("conversation_id", "delivered", "ready", "sinks")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, conversation_id: UUID, loop: asyncio.AbstractEventLoop) -> None:
+        self.conversation_id = conversation_id
         self.sinks: list[Sink] = []
         self.delivered: int | None = None
         # Resolved once Redis confirms the subscription: from then on no event is missed.
@@ -273,23 +315,29 @@ class RedisHub:
         self._replay_ms = str(int(replay_seconds * 1000))
         self._replay_max = str(replay_max_events)
         self._lease_ms = int(lease_seconds * 1000)
+        self._writer_ms = int(WRITER_SECONDS * 1000)
         self._lease_seconds = lease_seconds
         self._reap_seconds = reap_seconds
         self._linger = linger
         self.instance = f"{os.uname().nodename}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._publish_script = client.register_script(_PUBLISH)
         self._last_seq_script = client.register_script(_LAST_SEQ)
+        self._acquire_script = client.register_script(_ACQUIRE)
         self._release_script = client.register_script(_RELEASE)
         self._renew_script = client.register_script(_RENEW)
-        # Events waiting for the next batch, per conversation: (kind, extra, frame head, has seq).
+        self._unleased_script = client.register_script(_UNLEASED)
+        # Events waiting for the next batch, per conversation: its id, then its events' lines as the
+        # publish script takes them.
         self._queued: dict[UUID, list[str]] = {}
-        # Per conversation, its keys and channel as the publish script takes them (made once).
-        self._names: LRUCache[UUID, tuple[list[str], str, str]] = LRUCache(maxsize=50_000)
         self._queued_count = 0
         self._wake = asyncio.Event()
         self._flushing: asyncio.Future[None] | None = None
         self._local: dict[UUID, _Local] = {}
+        # The same, by their channels' names: what a pub/sub message names (no id parsed per message).
+        self._by_channel: dict[str, _Local] = {}
         self._leases: dict[UUID, str] = {}
+        # Per lease held: the conversation's last writer before it was taken (`unchanged`).
+        self._previous: dict[UUID, str] = {}
         # Leases whose answer's end is published: the publishing script releases them.
         self._ending: set[str] = set()
         self._stop_handlers: list[StopHandler] = []
@@ -313,7 +361,8 @@ class RedisHub:
     def subscribe(self, conversation_id: UUID, sink: Sink) -> None:
         local = self._local.get(conversation_id)
         if local is None:
-            local = self._local[conversation_id] = _Local(asyncio.get_running_loop())
+            local = self._local[conversation_id] = _Local(conversation_id, asyncio.get_running_loop())
+            self._by_channel[self._channel(conversation_id)] = local
             self._background(self._subscribe(conversation_id, local))
         if sink not in local.sinks:
             local.sinks.append(sink)
@@ -342,6 +391,7 @@ class RedisHub:
             local.sinks.remove(sink)
         if not local.sinks:
             del self._local[conversation_id]
+            del self._by_channel[self._channel(conversation_id)]
             self._background(self._unsubscribe(conversation_id))
 
     async def _unsubscribe(self, conversation_id: UUID) -> None:
@@ -367,7 +417,7 @@ class RedisHub:
                 self._ending.add(extra)
         batch = self._queued.get(conversation_id)
         if batch is None:
-            batch = self._queued[conversation_id] = []
+            batch = self._queued[conversation_id] = [str(conversation_id)]
         batch.append(f"{kind}\t{extra}\t{has_seq}\t{head}")
         self._queued_count += 1
         if not self._wake.is_set():
@@ -383,23 +433,18 @@ class RedisHub:
         count, self._queued_count = self._queued_count, 0
         self._flushing = asyncio.get_running_loop().create_future()
         try:
-            keys = [self._running_key]
-            args = [self._replay_max, self._replay_ms]
-            for conversation_id, batch in batches.items():
-                names = self._names.get(conversation_id)
-                if names is None:
-                    names = self._names[conversation_id] = (
-                        [self._key(conversation_id, suffix) for suffix in ("seq", "ev", "fl", "lease")],
-                        self._channel(conversation_id),
-                        str(conversation_id),
-                    )
-                keys += names[0]
-                args += [names[1], names[2], "\n".join(batch)]
-            await self._publish_script(keys=keys, args=args)
+            payload = "\r".join(["\n".join(batch) for batch in batches.values()])
+            await self._publish_script(
+                keys=[self._running_key], args=[self._replay_max, self._replay_ms, self._prefix, payload]
+            )
         except BaseException:
             # Kept for the next try, ahead of anything queued meanwhile; bounded.
             for conversation_id, batch in self._queued.items():
-                batches.setdefault(conversation_id, []).extend(batch)
+                kept = batches.get(conversation_id)
+                if kept is None:
+                    batches[conversation_id] = batch
+                else:
+                    kept += batch[1:]
             self._queued, self._queued_count = batches, count + self._queued_count
             if self._queued_count > MAX_QUEUED_EVENTS:
                 logger.error("Redis unreachable: dropping %d queued events", self._queued_count)
@@ -490,17 +535,17 @@ class RedisHub:
                 handler(conversation_id)
 
     async def _deliver(self, channel: str, data: str) -> None:
-        conversation_id = UUID(channel[channel.index("{c:") + 3 : -1])
-        local = self._local.get(conversation_id)
+        local = self._by_channel.get(channel)
         if local is None:
             return
         now = time.monotonic()
         items = []
         for line in data.split("\n"):
             seq_text, kind, frame = line.split("\t", 2)
-            items.append(HubEvent(int(seq_text), frame, _event(kind, frame), now))
+            # A live delta goes on as its frame: nobody here reads it (a resume reads the stream).
+            items.append(HubEvent(int(seq_text), frame, None if kind == "d" else _event(kind, frame), now))
         if local.delivered is not None and items[0].seq > local.delivered + 1:
-            await self._catch_up(conversation_id, local, items[0].seq)
+            await self._catch_up(local.conversation_id, local, items[0].seq)
         self._hand_out(local, items)
 
     async def _catch_up(self, conversation_id: UUID, local: _Local, before: int | None) -> None:
@@ -600,17 +645,38 @@ class RedisHub:
 
     async def try_acquire(self, conversation_id: UUID, owner: str) -> bool:
         value = f"{self.instance}:{owner}"
-        taken = await self._call(
-            self._redis.set(self._key(conversation_id, "lease"), value, nx=True, px=self._lease_ms)
+        previous = await self._call(
+            self._acquire_script(
+                keys=[self._key(conversation_id, "lease"), self._key(conversation_id, "w")],
+                args=[value, self._lease_ms, self._writer_ms],
+            )
         )
-        if taken:
-            self._leases[conversation_id] = value
-        return bool(taken)
+        if previous is None:
+            return False
+        self._leases[conversation_id] = value
+        self._previous[conversation_id] = previous
+        return True
+
+    def lease_mark(self, conversation_id: UUID) -> str | None:
+        return self._leases.get(conversation_id)
+
+    def unchanged(self, conversation_id: UUID, mark: str | None) -> bool:
+        return mark is not None and self._previous.get(conversation_id) == mark
+
+    async def touch(self, conversation_id: UUID) -> None:
+        try:
+            await self._redis.set(
+                self._key(conversation_id, "w"), f"touch:{uuid.uuid4().hex}", px=self._writer_ms
+            )
+        except RedisError as exc:
+            # The write itself is stored; another instance may answer once from its older window.
+            logger.warning("marking a conversation changed failed (%r)", exc)
 
     async def release(self, conversation_id: UUID, owner: str) -> None:
         value = f"{self.instance}:{owner}"
         if self._leases.get(conversation_id) == value:
             del self._leases[conversation_id]
+            self._previous.pop(conversation_id, None)
         if value in self._ending:
             # Its answer's end, queued, releases it in the same step that publishes the end.
             self._ending.discard(value)
@@ -627,18 +693,23 @@ class RedisHub:
     async def _renew(self) -> None:
         while True:
             await asyncio.sleep(self._lease_seconds / 3)
-            for conversation_id, value in list(self._leases.items()):
-                try:
-                    kept = await self._renew_script(
-                        keys=[self._key(conversation_id, "lease")], args=[value, self._lease_ms]
-                    )
-                except RedisError as exc:
-                    logger.warning("renewing a lease failed (%r); retrying", exc)
-                    break
-                if not kept and self._leases.get(conversation_id) == value:
+            held = list(self._leases.items())
+            if not held:
+                continue
+            try:
+                kept = await self._renew_script(
+                    keys=[self._key(conversation_id, "lease") for conversation_id, _ in held],
+                    args=[self._lease_ms, *(value for _, value in held)],
+                )
+            except (RedisError, OSError) as exc:
+                logger.warning("renewing leases failed (%r); retrying", exc)
+                continue
+            for (conversation_id, value), renewed in zip(held, kept, strict=True):
+                if not renewed and self._leases.get(conversation_id) == value:
                     # Taken over (this instance was out of reach too long): stop writing.
                     logger.error("lost the answer lease of a conversation; stopping its answer")
                     del self._leases[conversation_id]
+                    self._previous.pop(conversation_id, None)
                     for handler in self._stop_handlers:
                         handler(conversation_id)
 
@@ -655,7 +726,7 @@ class RedisHub:
 
     async def reap_once(self) -> int:
         ended = 0
-        for member in await self._redis.smembers(self._running_key):
+        for member in await self._unleased_script(keys=[self._running_key], args=[self._prefix]):
             conversation_id = UUID(str(member))
             owner = f"reaper-{uuid.uuid4().hex}"
             if not await self.try_acquire(conversation_id, owner):

@@ -43,8 +43,6 @@ class Services:
     socket_cap: SocketCap
     pages: PageContextResolver
     scripted: bool = False
-    # Several instances share the conversations (Redis): nothing conversation-wide is cached here.
-    shared: bool = False
     draining: bool = False
     # Personal data and prompt injection (vernis.guards); the defaults unless the app sets it.
     guards: GuardService = field(default_factory=GuardService)

@@ -45,6 +45,9 @@ class Outbox(Protocol):
 
 
 class Session:
+    # One per socket: no instance dictionary (see Connection).
+    __slots__ = ("_held", "conversation", "identity", "outbox", "rate", "services", "settings", "toolset")
+
     def __init__(self, services: Services, identity: Identity, outbox: Outbox) -> None:
         self.services = services
         self.settings = services.settings

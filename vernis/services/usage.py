@@ -18,7 +18,7 @@ from typing import Any
 from uuid import UUID
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vernis.db.engine import dialect_insert
@@ -127,10 +127,7 @@ class UsageStore:
                 row["output_tokens"] += item.output_tokens
                 row["answers"] += 1
 
-        def upsert(connection: Connection) -> None:
-            connection.execute(_upsert(connection.dialect), list(rows.values()))
-
-        await self._transactions.run(upsert)
+        await self._transactions.execute(_upsert(self._engine.dialect), list(rows.values()))
 
     async def member_tokens(self, member_id: UUID, since: date) -> int:
         """A member's tokens (input and output) from `since` (a UTC day) on."""

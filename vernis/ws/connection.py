@@ -3,12 +3,14 @@
 A `Connection` reads frames, turns each into a command (`protocol.parse_command`) and calls the
 session's use-case for it; the session answers with internal events, which this module encodes
 (`vernis.ws.encoder`) and sends. Every outgoing frame, whether a direct reply or an event the hub
-delivers from an answer, goes through one bounded queue drained by one writer task, so frames leave
-in order and a publisher never waits on a slow socket.
+delivers from an answer, is written at once when the socket takes it, else goes through one bounded
+queue drained by one writer task, so frames leave in order and a publisher never waits on a slow
+socket.
 
-Two tasks per socket: the reader (the endpoint's own task) and the writer, which sends everything
-queued each time it wakes. A timer closes the socket when its token expires (4401); members removed or
-revoked meanwhile are found by the app's socket registry, for all sockets at once (`Sockets.watch`).
+The reader is the endpoint's own task; the writer runs only while frames wait (a socket that falls
+behind, a close to send), so an idle socket holds no task but its reader. A timer closes the socket
+when its token expires (4401); members removed or revoked meanwhile are found by the app's socket
+registry, for all sockets at once (`Sockets.watch`).
 """
 
 from __future__ import annotations
@@ -55,6 +57,23 @@ class ConnectionState(enum.Enum):
 
 
 class Connection:
+    # One per socket, thousands of them idle: no instance dictionary (about 200 bytes each).
+    __slots__ = (
+        "_expiry",
+        "_flood",
+        "_frames",
+        "_frames_in",
+        "_frames_out",
+        "_send_text",
+        "_writer",
+        "services",
+        "session",
+        "settings",
+        "socket_id",
+        "state",
+        "websocket",
+    )
+
     def __init__(self, websocket: WebSocket, services: Services, identity: Identity) -> None:
         self.websocket = websocket
         self.services = services
@@ -62,10 +81,11 @@ class Connection:
         self.socket_id = ""
         self.settings = services.settings
         self.state = ConnectionState.OPEN
-        # The frames to send, and the writer's wake-up while it waits for one (a deque and a future:
-        # an asyncio.Queue costs 3 KB a socket and more per frame).
+        # The frames waiting to be sent (a deque: an asyncio.Queue costs 3 KB a socket and more per
+        # frame), and the writer sending them, while there are any (an idle task is another 1.2 KB
+        # a socket).
         self._frames: deque[str | CloseCode] = deque()
-        self._wakeup: asyncio.Future[None] | None = None
+        self._writer: asyncio.Task[None] | None = None
         self._flood = SlidingWindow(self.settings.flood_limit)
         self._expiry: asyncio.TimerHandle | None = None
         # Frames not yet added to the metrics (FRAMES_BATCH).
@@ -84,7 +104,6 @@ class Connection:
 
     async def serve(self, conversation_id: str | None, after_seq: str | None = None) -> None:
         """Run the socket until it closes. The caller has accepted the handshake."""
-        writer = asyncio.create_task(self._write_loop())
         self._arm_expiry()
         metrics = self.services.metrics
         metrics.sockets_open.inc()
@@ -97,13 +116,15 @@ class Connection:
             self.session.close()
             if self._expiry is not None:
                 self._expiry.cancel()
-            if closing and not writer.done():
-                # A close is queued (a flood, say): let the writer send it, not just drop the socket.
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(writer), CLOSE_FLUSH_SECONDS)
-            if not writer.done():
-                writer.cancel()
-            await asyncio.gather(writer, return_exceptions=True)
+            writer = self._writer
+            if writer is not None:
+                if closing and not writer.done():
+                    # A close is queued (a flood, say): let the writer send it, not just drop the socket.
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(asyncio.shield(writer), CLOSE_FLUSH_SECONDS)
+                if not writer.done():
+                    writer.cancel()
+                await asyncio.gather(writer, return_exceptions=True)
             metrics.sockets_open.dec()
             metrics.frames_in.inc(self._frames_in)
             metrics.frames_out.inc(self._frames_out)
@@ -129,16 +150,13 @@ class Connection:
             self.services.metrics.frames_out.inc(self._frames_out)
             self._frames_out = 0
         frames = self._frames
-        if not frames and self._wakeup is not None and type(item) is str and self._send_now(item):
+        if not frames and self._writer is None and type(item) is str and self._send_now(item):
             return True
         if len(frames) >= SEND_QUEUE_FRAMES:
             return False
         frames.append(item)
-        waiting = self._wakeup
-        if waiting is not None:
-            self._wakeup = None
-            if not waiting.done():
-                waiting.set_result(None)
+        if self._writer is None:
+            self._writer = asyncio.get_running_loop().create_task(self._write_loop())
         return True
 
     def _send_now(self, frame: str) -> bool:
@@ -166,27 +184,24 @@ class Connection:
         return False
 
     async def _write_loop(self) -> None:
+        """Send what is queued, in order, waiting for the socket when it cannot take more; ends when
+        the queue is empty (the next frame that cannot go at once starts a writer again)."""
         send = self.websocket.send
         send_text = self._send_text
         frames = self._frames
-        loop = asyncio.get_running_loop()
         try:
-            while True:
-                if not frames:
-                    self._wakeup = loop.create_future()
-                    await self._wakeup
-                    continue
-                # Everything queued goes out now: a send does not wait while the socket can take it.
-                while frames:
-                    item = frames.popleft()
-                    if isinstance(item, CloseCode):
-                        await self.websocket.close(item)
-                        return
-                    if send_text is None or not send_text(item):
-                        await send({"type": "websocket.send", "text": item})
+            while frames:
+                item = frames.popleft()
+                if isinstance(item, CloseCode):
+                    await self.websocket.close(item)
+                    return
+                if send_text is None or not send_text(item):
+                    await send({"type": "websocket.send", "text": item})
         except (RuntimeError, OSError, WebSocketDisconnect):
             # The peer is gone; the reader sees the disconnect and ends the connection.
             return
+        finally:
+            self._writer = None
 
     def _arm_expiry(self) -> None:
         """Close with 4401 when the token expires (again after each refresh)."""
