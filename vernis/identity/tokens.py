@@ -215,7 +215,7 @@ class TokenVerifier:
             org_name=_text(payload.get("org_name")),
             tz=_zone(payload.get("tz")),
             issued_at=_number(payload.get("iat")),
-            raw=MappingProxyType(dict(payload)),
+            raw=MappingProxyType(payload),  # PyJWT's own dict, made for this call
         )
 
 

@@ -103,9 +103,11 @@ async def assistant_socket(websocket: WebSocket) -> None:
     try:
         with member_context(member.id, member.org, member.sub):
             await websocket.accept(subprotocol)
-            await connection.serve(
-                websocket.query_params.get("conversation_id"), websocket.query_params.get("after_seq")
-            )
+            query = websocket.query_params
+            # The handshake's headers were read by `_admit` and are not read again; the scope would
+            # keep them (1.5 KB a socket) as long as the socket is open.
+            websocket.scope["headers"] = []
+            await connection.serve(query.get("conversation_id"), query.get("after_seq"))
     finally:
         sockets.discard(connection)
         if not sockets:
