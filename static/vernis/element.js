@@ -866,6 +866,11 @@ export class VernisAssistant extends HTMLElement {
     }
   }
 
+  /** A message sent and not yet answered, drawn again after the view was redrawn. */
+  userMessagePending(content) {
+    this.messages.addUser(content, { pending: true });
+  }
+
   userMessageResent(content) {
     const users = this.log.querySelectorAll(".msg.user .bubble");
     const last = users[users.length - 1];

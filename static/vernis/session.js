@@ -57,6 +57,8 @@ export class Session {
     // The user chose a new chat: a reconnect must come back to a pending conversation, not the latest.
     this.wantPending = pending;
     this.ignoreUntilPending = false;
+    // From a socket's opening to its first `conversation_loaded`: the panel takes input meanwhile.
+    this.opening = false;
   }
 
   /** The query string of the next socket: where to reopen, and from which event to resume. */
@@ -75,6 +77,7 @@ export class Session {
   /** A new socket is open. */
   connected() {
     this.listModes = [];
+    this.opening = true;
     if (this.awaiting) {
       // Sent just before the cut, maybe never received: send it again once the view is current
       // (the same client_message_id, so the server answers it once).
@@ -269,6 +272,14 @@ export class Session {
   }
 
   loaded(event) {
+    if (this.opening) {
+      this.opening = false;
+      if (this.awaiting && !this.awaiting.resend && !this.awaiting.edit && event.resumed !== true && !event.rolled_over_from) {
+        // Sent after the socket opened, before its first load arrived: the server answers it after
+        // that load, so the redraw clears its bubble and the history cannot hold it.
+        this.awaiting.early = true;
+      }
+    }
     this.conversationId = event.conversation_id;
     this.title = event.title;
     if (event.conversation_id !== null) {
@@ -303,6 +314,11 @@ export class Session {
 
   /** A redraw is complete: was the message sent before a cut stored, or must it go again? */
   afterRedraw() {
+    if (this.awaiting && this.awaiting.early) {
+      this.awaiting.early = false;
+      this.view.userMessagePending(this.awaiting.command.content);
+      return;
+    }
     if (!this.awaiting || !this.awaiting.resend) {
       return;
     }

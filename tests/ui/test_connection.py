@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit
 
-from playwright.async_api import WebSocket, expect
+from playwright.async_api import WebSocket, WebSocketRoute, expect
 
 from tests.ui.conftest import UI
 from vernis.scripted import Reply
@@ -81,3 +81,41 @@ async def test_reconnects_by_itself_after_the_server_drops_the_socket(ui: UI) ->
     assert states[-1] == "connected"
     await ui.send("are you still there?")
     await expect(await ui.answered()).to_contain_text("Still here.")
+
+
+async def test_a_message_sent_before_the_first_load_arrives_keeps_its_bubble(ui: UI) -> None:
+    """The panel takes input as soon as its socket opens: a message sent before the server's first `conversation_loaded` reaches the page keeps its bubble through that load, above its answer."""
+    ui.vernis.scripted.add(Reply("Answered after the load."), match="early")
+    held: list[str | bytes] = []
+    released = False
+
+    def route(page: WebSocketRoute) -> None:
+        server = page.connect_to_server()
+
+        def from_server(message: str | bytes) -> None:
+            if released:
+                page.send(message)
+            else:
+                held.append(message)
+
+        def from_page(message: str | bytes) -> None:
+            nonlocal released
+            server.send(message)
+            if not released and '"user_message"' in str(message):
+                # The server's first frames reach the page only now, after the message went.
+                released = True
+                for frame in held:
+                    page.send(frame)
+
+        server.on_message(from_server)
+        page.on_message(from_page)
+
+    await ui.page.route_web_socket("**/api/assistant/ws**", route)
+    await ui.open()
+    await ui.send("early question")
+    await expect(await ui.answered()).to_contain_text("Answered after the load.")
+    assert released and held, "the first load was held until the message went"
+    users = ui.log.locator(".msg.user")
+    await expect(users).to_have_count(1)
+    await expect(users).to_contain_text("early question")
+    await expect(users.locator("xpath=following-sibling::*[contains(@class, 'assistant')]")).to_have_count(1)
