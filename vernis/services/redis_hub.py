@@ -254,6 +254,9 @@ def redis_client(url: str, max_connections: int = 32) -> aioredis.Redis:
         max_connections=max_connections,
         timeout=5.0,
         decode_responses=True,
+        # RESP2: under RESP3 (redis-py's default) every pub/sub message is a push, and redis-py's
+        # push handler formats the whole message for a debug log line before looking at the level.
+        protocol=2,
         socket_connect_timeout=2.0,
         socket_timeout=5.0,
         health_check_interval=15,
@@ -487,15 +490,27 @@ class RedisHub:
                             await self._catch_up(conversation_id, local, None)
                     reconnected = False
                 self._listening.set()
-                async for message in self._pubsub.listen():
-                    kind = message["type"]
-                    channel = message["channel"]
+                # Read from the subscription's connection directly: redis-py's `listen()` wraps
+                # each message in its retry and observability layers and a dict, a third of the
+                # CPU of live delivery in Redis mode (one message per conversation per batch).
+                # A lost connection raises here, and the loop reconnects as before.
+                pubsub = self._pubsub
+                connection = pubsub.connection
+                assert connection is not None  # made by the first subscribe
+                read = connection.read_response
+                while True:
+                    await pubsub.check_health()  # a PING now and then, as `listen()` sends
+                    response = await read(timeout=math.inf, disconnect_on_error=False, push_request=True)
+                    kind, channel = response[0], response[1]
                     if kind == "message":
                         if channel == self._control:
-                            self._control_message(message["data"])
+                            self._control_message(response[2])
                         else:
-                            await self._deliver(channel, message["data"])
-                    elif kind == "subscribe" and channel != self._control:
+                            await self._deliver(channel, response[2])
+                        continue
+                    # (Un)subscription replies: redis-py keeps its record of the subscriptions.
+                    await pubsub.handle_message(response)
+                    if kind == "subscribe" and channel != self._control:
                         self._subscribed(UUID(channel[channel.index("{c:") + 3 : -1]))
             except asyncio.CancelledError:
                 raise
