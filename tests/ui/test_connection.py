@@ -114,7 +114,8 @@ async def test_a_message_sent_before_the_first_load_arrives_keeps_its_bubble(ui:
     await ui.open()
     await ui.send("early question")
     await expect(await ui.answered()).to_contain_text("Answered after the load.")
-    assert released and held, "the first load was held until the message went"
+    assert released, "the message went"
+    assert held, "the server's first frames were held until the message went"
     users = ui.log.locator(".msg.user")
     await expect(users).to_have_count(1)
     await expect(users).to_contain_text("early question")

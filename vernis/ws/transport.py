@@ -11,6 +11,10 @@ the socket layer calls it when it is there and falls back to the ASGI send when 
 server), or when it returns False: the handshake is not done, a close was sent or received, or the
 peer reads slower than we write (the transport asked us to pause), where the ASGI send waits as it
 should.
+
+It also keeps an open socket small, since thousands of them sit idle: a lighter receive queue and
+writability flag than uvicorn's asyncio ones (`Inbox`, `Flag`), and none of the handshake's headers
+once the socket is open.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from vernis.ws.keepalive import KeepaliveProtocol
 
 T = TypeVar("T")
 
-__all__ = ["SEND_TEXT", "SendText", "VernisProtocol", "text_frame"]
+__all__ = ["SEND_TEXT", "Flag", "Inbox", "SendText", "VernisProtocol", "text_frame"]
 
 # The scope extension: {"send": SendText}.
 SEND_TEXT = "vernis.send_text"
