@@ -408,3 +408,59 @@ async def test_leases_are_renewed_together_and_one_taken_over_stops_its_answer(r
         if keys:
             await client.delete(*keys)
         await client.aclose()
+
+
+async def test_redis_sends_an_instance_one_message_per_batch_for_every_conversation_it_shows(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """In Redis one batch reaches an instance as one pub/sub message on its own channel, holding the events of each conversation it shows; once it shows one no longer, that one's events stop going to it."""
+    clients = [redis_client(redis_url), redis_client(redis_url)]
+    one, two = (RedisHub(client, encode, prefix=redis_prefix) for client in clients)
+    tasks = [await _running(one), await _running(two)]
+    spy = aioredis.Redis.from_url(redis_url, decode_responses=True, protocol=2)
+    listener = spy.pubsub()
+    first, second = uuid.uuid4(), uuid.uuid4()
+    sinks = Sink(), Sink()
+
+    async def received() -> list[str]:
+        """The conversation ids of the next message on the second instance's channel."""
+        async with asyncio.timeout(5):
+            message = None
+            while message is None or message["type"] != "message":  # past the subscription's reply
+                message = await listener.get_message(timeout=5)
+        return [block.partition("\n")[0] for block in message["data"].split("\r")]
+
+    try:
+        await listener.subscribe(f"{redis_prefix}i:{two.instance}")
+        for conversation, sink in zip((first, second), sinks, strict=True):
+            two.subscribe(conversation, sink)
+            await two.last_seq(conversation)  # registered: no event is missed from here on
+        one.publish(first, events.TextDelta("a"))
+        one.publish(second, events.TextDelta("b"))
+        one.publish(first, events.TextDelta("c"))
+        await one.flush()
+        assert sorted(await received()) == sorted([str(first), str(second)])
+        await eventually(lambda: [len(sink.events) for sink in sinks] == [2, 1])
+
+        two.unsubscribe(second, sinks[1])
+        subscribers = f"{redis_prefix}{{c:{second}}}:subs"
+        await eventually(lambda: _not_a_member(spy, subscribers, two.instance))
+        one.publish(second, events.TextDelta("unseen"))
+        one.publish(first, events.TextDelta("d"))
+        await one.flush()
+        assert await received() == [str(first)]
+        await eventually(lambda: len(sinks[0].events) == 3)
+        assert len(sinks[1].events) == 1
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await one.aclose()
+        await two.aclose()
+        await listener.aclose()
+        for client in (*clients, spy):
+            await client.aclose()
+
+
+async def _not_a_member(client: aioredis.Redis, key: str, member: str) -> bool:
+    return await client.zscore(key, member) is None

@@ -13,16 +13,21 @@ Keys, under the deployment's prefix `P` (`VERNIS_REDIS_PREFIX`), for a conversat
   it, or a one-off value after a write made without the lease (`touch`). An instance whose own
   lease was the last keeps using the conversation window it holds in memory; any other reads the
   window anew from the database (`unchanged`);
-- the channel `P{c:C}` carries the conversation's events live, `P:ctl` requests to stop an answer.
+- `P{c:C}:subs`: the instances with a socket showing the conversation, scored by when their entry
+  lapses unless renewed (`SUBSCRIBER_SECONDS`; each instance renews its own);
+- the channel `P:i:<instance>` carries, live, the events of every conversation the instance shows;
+  `P:ctl` requests to stop an answer.
 
 Publishing stays off the per-delta critical path: `publish()` appends to a local batch and returns;
 every few milliseconds (`linger`) one call of a Lua script sends the batch of every conversation:
 for each, atomically, it numbers the events, appends them to the stream, updates the in-flight
-record (and releases the lease with an answer's end) and publishes them as one pub/sub message (so
-live delivery and the replay agree on the order). Every instance, the publisher included,
-delivers from pub/sub to its own subscribers: one path, one order. A subscriber's instance drops
-events it already delivered (by `seq`) and fetches a gap from the stream (a pub/sub message lost to
-a reconnect).
+record (and releases the lease with an answer's end); then it publishes to each instance showing
+any of them one pub/sub message holding all of their events (so live delivery and the replay agree
+on the order, and an instance reads one message per batch, not one per conversation: parsing a
+message per conversation was most of what reading pub/sub cost). Every instance, the publisher
+included, delivers from pub/sub to its own subscribers: one path, one order. A subscriber's
+instance drops events it already delivered (by `seq`) and fetches a gap from the stream (a pub/sub
+message lost to a reconnect).
 
 Frames are encoded once, before their `seq` is known: each frame's encoding ends with `"seq":0}`,
 which the script replaces with the seq it assigns.
@@ -82,6 +87,8 @@ LEASE_SECONDS = 10.0
 REAP_SECONDS = 5.0
 # How long an instance may keep using a conversation window it holds after its own last lease.
 WRITER_SECONDS = 3600.0
+# How long an instance's entry among a conversation's subscribers lives; renewed every third of it.
+SUBSCRIBER_SECONDS = 60.0
 # How long a batch of published events waits for more before it is sent (at most ~20 ms: SPEC §10).
 LINGER_SECONDS = 0.005
 # Events kept while Redis is out of reach; beyond that the oldest are dropped (and logged).
@@ -103,7 +110,9 @@ OrphanHandler = Callable[[UUID, UUID], Awaitable[None]]
 _PUBLISH = """
 local maxlen, ttl, prefix, payload = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local t = redis.call('TIME')
-local horizon = t[1] * 1000 + math.floor(t[2] / 1000) - tonumber(ttl)
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local horizon = now - tonumber(ttl)
+local outbox = {}
 local find, sub = string.find, string.sub
 local size, pos = #payload, 1
 while pos <= size do
@@ -155,8 +164,40 @@ while pos <= size do
   redis.call('PEXPIRE', seqk, ttl)
   redis.call('PEXPIRE', evk, ttl)
   if redis.call('EXISTS', flk) == 1 then redis.call('PEXPIRE', flk, ttl) end
-  redis.call('PUBLISH', channel, table.concat(out, '\\n'))
+  local subs = redis.call('ZRANGEBYSCORE', channel .. ':subs', now, '+inf')
+  if #subs > 0 then
+    local block = cid .. '\\n' .. table.concat(out, '\\n')
+    for _, instance in ipairs(subs) do
+      local blocks = outbox[instance]
+      if blocks == nil then outbox[instance] = {block} else blocks[#blocks + 1] = block end
+    end
+  end
 end
+for instance, blocks in pairs(outbox) do
+  redis.call('PUBLISH', prefix .. 'i:' .. instance, table.concat(blocks, '\\r'))
+end
+return 1
+"""
+
+# An instance shows these conversations (or shows them still). ARGV: the key prefix, the instance,
+# its entry's time to live (ms), then the conversations' ids. Lapsed entries (instances that died)
+# are dropped on the way.
+_REGISTER = """
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local ttl = tonumber(ARGV[3])
+for i = 4, #ARGV do
+  local key = ARGV[1] .. '{c:' .. ARGV[i] .. '}:subs'
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+  redis.call('ZADD', key, now + ttl, ARGV[2])
+  redis.call('PEXPIRE', key, ttl)
+end
+return 1
+"""
+
+# An instance no longer shows these conversations. ARGV: the key prefix, the instance, the ids.
+_UNREGISTER = """
+for i = 3, #ARGV do redis.call('ZREM', ARGV[1] .. '{c:' .. ARGV[i] .. '}:subs', ARGV[2]) end
 return 1
 """
 
@@ -329,6 +370,9 @@ class RedisHub:
         self._release_script = client.register_script(_RELEASE)
         self._renew_script = client.register_script(_RENEW)
         self._unleased_script = client.register_script(_UNLEASED)
+        self._register_script = client.register_script(_REGISTER)
+        self._unregister_script = client.register_script(_UNREGISTER)
+        self._subscriber_ms = str(int(SUBSCRIBER_SECONDS * 1000))
         # Events waiting for the next batch, per conversation: its id, then its events' lines as the
         # publish script takes them.
         self._queued: dict[UUID, list[str]] = {}
@@ -336,8 +380,8 @@ class RedisHub:
         self._wake = asyncio.Event()
         self._flushing: asyncio.Future[None] | None = None
         self._local: dict[UUID, _Local] = {}
-        # The same, by their channels' names: what a pub/sub message names (no id parsed per message).
-        self._by_channel: dict[str, _Local] = {}
+        # The same, by their ids as text: what a pub/sub message names (no id parsed per message).
+        self._by_id: dict[str, _Local] = {}
         self._leases: dict[UUID, str] = {}
         # Per lease held: the conversation's last writer before it was taken (`unchanged`).
         self._previous: dict[UUID, str] = {}
@@ -347,7 +391,10 @@ class RedisHub:
         self._orphan_handlers: list[OrphanHandler] = []
         self._pubsub = client.pubsub()
         self._control = f"{prefix}ctl"
+        # This instance's own channel: the events of the conversations it shows.
+        self._inbox = f"{prefix}i:{self.instance}"
         self._running_key = f"{prefix}running"
+        # Set while this instance's channel is subscribed (Redis confirmed it): registrations wait.
         self._listening = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -356,16 +403,13 @@ class RedisHub:
     def _key(self, conversation_id: UUID, suffix: str) -> str:
         return f"{self._prefix}{{c:{conversation_id}}}:{suffix}"
 
-    def _channel(self, conversation_id: UUID) -> str:
-        return f"{self._prefix}{{c:{conversation_id}}}"
-
     # --- subscriptions ---------------------------------------------------------------------------
 
     def subscribe(self, conversation_id: UUID, sink: Sink) -> None:
         local = self._local.get(conversation_id)
         if local is None:
             local = self._local[conversation_id] = _Local(conversation_id, asyncio.get_running_loop())
-            self._by_channel[self._channel(conversation_id)] = local
+            self._by_id[str(conversation_id)] = local
             self._background(self._subscribe(conversation_id, local))
         if sink not in local.sinks:
             local.sinks.append(sink)
@@ -377,14 +421,31 @@ class RedisHub:
         task.add_done_callback(self._tasks.discard)
 
     async def _subscribe(self, conversation_id: UUID, local: _Local) -> None:
+        """Add this instance to the conversation's subscribers; from then on no event is missed."""
         try:
-            await self._pubsub.subscribe(self._channel(conversation_id))
-        except RedisError as exc:
-            # Re-subscribed by the listener when Redis is back (redis-py resubscribes on connect).
+            async with asyncio.timeout(self._lease_seconds):
+                await self._listening.wait()
+            await self._register([conversation_id])
+        except (RedisError, OSError, TimeoutError) as exc:
+            # Registered again by the listener when Redis is back.
             logger.warning("subscribing to a conversation failed: %r", exc)
             if not local.ready.done():
                 local.ready.set_exception(Unavailable())
                 local.ready.exception()  # retrieved: nobody may be waiting
+            return
+        if self._local.get(conversation_id) is local:
+            self._subscribed(local)
+
+    async def _register(self, conversation_ids: list[UUID]) -> None:
+        for start in range(0, len(conversation_ids), 1000):
+            await self._register_script(
+                args=[
+                    self._prefix,
+                    self.instance,
+                    self._subscriber_ms,
+                    *map(str, conversation_ids[start : start + 1000]),
+                ]
+            )
 
     def unsubscribe(self, conversation_id: UUID, sink: Sink) -> None:
         local = self._local.get(conversation_id)
@@ -394,15 +455,15 @@ class RedisHub:
             local.sinks.remove(sink)
         if not local.sinks:
             del self._local[conversation_id]
-            del self._by_channel[self._channel(conversation_id)]
+            del self._by_id[str(conversation_id)]
             self._background(self._unsubscribe(conversation_id))
 
     async def _unsubscribe(self, conversation_id: UUID) -> None:
         if conversation_id in self._local:  # subscribed again meanwhile
             return
         try:
-            await self._pubsub.unsubscribe(self._channel(conversation_id))
-        except RedisError as exc:
+            await self._unregister_script(args=[self._prefix, self.instance, str(conversation_id)])
+        except (RedisError, OSError) as exc:  # its entry lapses by itself
             logger.warning("unsubscribing from a conversation failed: %r", exc)
 
     # --- publishing ------------------------------------------------------------------------------
@@ -481,19 +542,11 @@ class RedisHub:
         reconnected = False
         while True:
             try:
-                await self._pubsub.subscribe(self._control)
-                for conversation_id in list(self._local):
-                    await self._pubsub.subscribe(self._channel(conversation_id))
-                if reconnected:
-                    for conversation_id, local in list(self._local.items()):
-                        if local.delivered is not None:
-                            await self._catch_up(conversation_id, local, None)
-                    reconnected = False
-                self._listening.set()
+                await self._pubsub.subscribe(self._control, self._inbox)
                 # Read from the subscription's connection directly: redis-py's `listen()` wraps
-                # each message in its retry and observability layers and a dict, a third of the
-                # CPU of live delivery in Redis mode (one message per conversation per batch).
-                # A lost connection raises here, and the loop reconnects as before.
+                # each message in its retry and observability layers and a dict (a third of the
+                # CPU of live delivery in Redis mode when a message carried one conversation).
+                # A lost connection raises here, and the loop reconnects.
                 pubsub = self._pubsub
                 connection = pubsub.connection
                 assert connection is not None  # made by the first subscribe
@@ -506,12 +559,14 @@ class RedisHub:
                         if channel == self._control:
                             self._control_message(response[2])
                         else:
-                            await self._deliver(channel, response[2])
+                            await self._deliver(response[2])
                         continue
                     # (Un)subscription replies: redis-py keeps its record of the subscriptions.
                     await pubsub.handle_message(response)
-                    if kind == "subscribe" and channel != self._control:
-                        self._subscribed(UUID(channel[channel.index("{c:") + 3 : -1]))
+                    if kind == "subscribe" and channel == self._inbox:
+                        self._listening.set()
+                        self._background(self._resubscribe(catch_up=reconnected))
+                        reconnected = False
             except asyncio.CancelledError:
                 raise
             except (RedisError, OSError) as exc:
@@ -531,10 +586,32 @@ class RedisHub:
                     await self._pubsub.aclose()  # type: ignore[no-untyped-call]
                 self._pubsub = self._redis.pubsub()
 
-    def _subscribed(self, conversation_id: UUID) -> None:
-        local = self._local.get(conversation_id)
-        if local is None:
+    async def _resubscribe(self, *, catch_up: bool) -> None:
+        """(Re)connected: register every conversation shown here (Redis may have lost the entries, or
+        they lapsed meanwhile) and, after a loss, deliver what each missed."""
+        shown = list(self._local.items())
+        try:
+            await self._register([conversation_id for conversation_id, _ in shown])
+        except (RedisError, OSError) as exc:
+            logger.warning("registering the conversations shown failed (%r); the listener retries", exc)
             return
+        for conversation_id, local in shown:
+            if self._local.get(conversation_id) is not local:
+                continue
+            self._subscribed(local)
+            if catch_up and local.delivered is not None:
+                with contextlib.suppress(RedisError, OSError):
+                    await self._catch_up(conversation_id, local, None)
+
+    async def _renew_subscriptions(self) -> None:
+        """Keep this instance's entries among its conversations' subscribers from lapsing (and
+        register any whose registration failed)."""
+        while True:
+            await asyncio.sleep(SUBSCRIBER_SECONDS / 3)
+            if self._listening.is_set():
+                await self._resubscribe(catch_up=False)
+
+    def _subscribed(self, local: _Local) -> None:
         if local.ready.done():
             if local.ready.exception() is not None:  # failed while Redis was away; now it is back
                 local.ready = asyncio.get_running_loop().create_future()
@@ -549,19 +626,24 @@ class RedisHub:
             for handler in self._stop_handlers:
                 handler(conversation_id)
 
-    async def _deliver(self, channel: str, data: str) -> None:
-        local = self._by_channel.get(channel)
-        if local is None:
-            return
+    async def _deliver(self, data: str) -> None:
+        """One batch's events for this instance: a block per conversation, its id on the first line."""
         now = time.monotonic()
-        items = []
-        for line in data.split("\n"):
-            seq_text, kind, frame = line.split("\t", 2)
-            # A live delta goes on as its frame: nobody here reads it (a resume reads the stream).
-            items.append(HubEvent(int(seq_text), frame, None if kind == "d" else _event(kind, frame), now))
-        if local.delivered is not None and items[0].seq > local.delivered + 1:
-            await self._catch_up(local.conversation_id, local, items[0].seq)
-        self._hand_out(local, items)
+        for block in data.split("\r"):
+            conversation, _, lines = block.partition("\n")
+            local = self._by_id.get(conversation)
+            if local is None:
+                continue
+            items = []
+            for line in lines.split("\n"):
+                seq_text, kind, frame = line.split("\t", 2)
+                # A live delta goes on as its frame: nobody here reads it (a resume reads the stream).
+                items.append(
+                    HubEvent(int(seq_text), frame, None if kind == "d" else _event(kind, frame), now)
+                )
+            if local.delivered is not None and items[0].seq > local.delivered + 1:
+                await self._catch_up(local.conversation_id, local, items[0].seq)
+            self._hand_out(local, items)
 
     async def _catch_up(self, conversation_id: UUID, local: _Local, before: int | None) -> None:
         """Deliver events missed between what was delivered and `before` (a lost message)."""
@@ -767,6 +849,7 @@ class RedisHub:
             asyncio.create_task(self._listen(), name="redis hub listener"),
             asyncio.create_task(self._renew(), name="redis hub lease renewal"),
             asyncio.create_task(self._reap(), name="redis hub reaper"),
+            asyncio.create_task(self._renew_subscriptions(), name="redis hub subscriptions"),
         ]
         try:
             await asyncio.gather(*tasks)
@@ -781,6 +864,9 @@ class RedisHub:
     async def aclose(self) -> None:
         with contextlib.suppress(RedisError, OSError):
             await self.flush()
+        if self._local:  # others stop sending here now, not when the entries lapse
+            with contextlib.suppress(RedisError, OSError):
+                await self._unregister_script(args=[self._prefix, self.instance, *map(str, self._local)])
         with contextlib.suppress(RedisError, OSError):
             await self._pubsub.aclose()  # type: ignore[no-untyped-call]
 
