@@ -378,6 +378,8 @@ class RedisHub:
         self._queued: dict[UUID, list[str]] = {}
         self._queued_count = 0
         self._wake = asyncio.Event()
+        # When the first event of the batch being gathered came (`time.monotonic()`).
+        self._first_at = 0.0
         self._flushing: asyncio.Future[None] | None = None
         self._local: dict[UUID, _Local] = {}
         # The same, by their ids as text: what a pub/sub message names (no id parsed per message).
@@ -486,6 +488,7 @@ class RedisHub:
         self._queued_count += 1
         if not self._wake.is_set():
             self._wake.set()
+            self._first_at = time.monotonic()
 
     async def flush(self) -> None:
         """Send every queued event now (and wait for a batch already on its way)."""
@@ -521,7 +524,11 @@ class RedisHub:
     async def _publisher(self) -> None:
         while True:
             await self._wake.wait()
-            await asyncio.sleep(self._linger)
+            # The linger counts from the batch's first event: what came while the last batch was on
+            # its way to Redis has waited already (a batch took 5 ms plus the script's time before).
+            delay = self._first_at + self._linger - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
             self._wake.clear()
             try:
                 await self.flush()
