@@ -70,6 +70,15 @@ async def _running(hub: RedisHub) -> asyncio.Task[None]:
     return task
 
 
+async def _stopped(tasks: list[asyncio.Task[None]], *hubs: RedisHub) -> None:
+    """End the hubs' loops (`_running`) and close the hubs."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for hub in hubs:
+        await hub.aclose()
+
+
 @pytest.fixture(params=["memory", "redis"])
 async def views(request: pytest.FixtureRequest, redis_url: str) -> AsyncIterator[Views]:
     """Two views of one shared state: one in-memory hub twice, or two Redis hubs on one prefix."""
@@ -108,11 +117,7 @@ async def views(request: pytest.FixtureRequest, redis_url: str) -> AsyncIterator
     try:
         yield views
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await one.aclose()
-        await two.aclose()
+        await _stopped(tasks, one, two)
         keys = [key async for key in clients[0].scan_iter(match=f"{prefix}*", count=1000)]
         if keys:
             await clients[0].delete(*keys)
@@ -452,11 +457,7 @@ async def test_redis_sends_an_instance_one_message_per_batch_for_every_conversat
         await eventually(lambda: len(sinks[0].events) == 3)
         assert len(sinks[1].events) == 1
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await one.aclose()
-        await two.aclose()
+        await _stopped(tasks, one, two)
         await listener.aclose()
         for client in (*clients, spy):
             await client.aclose()
