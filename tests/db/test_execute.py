@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.fixtures.db import *  # noqa: F403
-from vernis.db.transactions import Transactions, transactions_for
+from vernis.db.transactions import Transactions
 
 
 @pytest.fixture
@@ -29,15 +29,6 @@ async def table(engine: AsyncEngine) -> AsyncIterator[sa.Table]:
     finally:
         async with engine.begin() as connection:
             await connection.run_sync(item.drop)
-
-
-@pytest.fixture
-async def transactions(engine: AsyncEngine) -> AsyncIterator[Transactions]:
-    runner = transactions_for(engine)
-    try:
-        yield runner
-    finally:
-        await runner.aclose()
 
 
 async def _values(engine: AsyncEngine, table: sa.Table) -> list[tuple[int, int]]:

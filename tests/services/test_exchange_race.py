@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 
 import pytest
 import sqlalchemy as sa
@@ -15,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.fixtures.db import *  # noqa: F403
 from vernis.db.models import Conversation, Message, table_of, utcnow
-from vernis.db.transactions import transactions_for
+from vernis.db.transactions import Transactions
 from vernis.services.persistence import ConversationStore, DuplicateClientMessage
 from vernis_crm.demo.seed import SeedResult
 
@@ -30,13 +29,9 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-async def fast_store(engine: AsyncEngine) -> AsyncIterator[ConversationStore]:
+def fast_store(engine: AsyncEngine, transactions: Transactions) -> ConversationStore:
     """The store on the app's transactions for PostgreSQL: asyncpg directly."""
-    transactions = transactions_for(engine)
-    try:
-        yield ConversationStore(engine, transactions=transactions)
-    finally:
-        await transactions.aclose()
+    return ConversationStore(engine, transactions=transactions)
 
 
 async def _waiting_on_a_lock(engine: AsyncEngine) -> bool:

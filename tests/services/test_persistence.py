@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import uuid
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
@@ -16,7 +15,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.fixtures.db import *  # noqa: F403
 from vernis.db.models import Conversation, Message, table_of
-from vernis.db.transactions import transactions_for
 from vernis.exceptions import Forbidden, InvalidMessage, NotFound, VernisError
 from vernis.services.persistence import (
     ConversationFull,
@@ -387,17 +385,12 @@ async def test_concurrent_duplicates_store_one(store: ConversationStore, demo: D
 
 
 @pytest.fixture(params=["engine", "fastest"])
-async def exchanges(request: pytest.FixtureRequest, engine: AsyncEngine) -> AsyncIterator[ConversationStore]:
+def exchanges(request: pytest.FixtureRequest, engine: AsyncEngine) -> ConversationStore:
     """The store through the async engine, and through the app's fastest transactions (on PostgreSQL,
     asyncpg directly)."""
     if request.param == "engine":
-        yield ConversationStore(engine)
-        return
-    transactions = transactions_for(engine)
-    try:
-        yield ConversationStore(engine, transactions=transactions)
-    finally:
-        await transactions.aclose()
+        return ConversationStore(engine)
+    return ConversationStore(engine, transactions=request.getfixturevalue("transactions"))
 
 
 async def test_concurrent_exchanges_take_distinct_positions(exchanges: ConversationStore, demo: Demo) -> None:

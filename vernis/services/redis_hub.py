@@ -89,6 +89,8 @@ REAP_SECONDS = 5.0
 WRITER_SECONDS = 3600.0
 # How long an instance's entry among a conversation's subscribers lives; renewed every third of it.
 SUBSCRIBER_SECONDS = 60.0
+# How long a new subscriber waits to be registered before it is told Redis is unavailable.
+SUBSCRIBE_SECONDS = 5.0
 # How long a batch of published events waits for more before it is sent (at most ~20 ms: SPEC §10).
 LINGER_SECONDS = 0.005
 # Events kept while Redis is out of reach; beyond that the oldest are dropped (and logged).
@@ -336,7 +338,8 @@ class _Local:
         self.conversation_id = conversation_id
         self.sinks: list[Sink] = []
         self.delivered: int | None = None
-        # Resolved once Redis confirms the subscription: from then on no event is missed.
+        # Resolved once this instance is among the conversation's subscribers in Redis: from then on
+        # no event is missed.
         self.ready: asyncio.Future[None] = loop.create_future()
 
 
@@ -425,7 +428,7 @@ class RedisHub:
     async def _subscribe(self, conversation_id: UUID, local: _Local) -> None:
         """Add this instance to the conversation's subscribers; from then on no event is missed."""
         try:
-            async with asyncio.timeout(self._lease_seconds):
+            async with asyncio.timeout(SUBSCRIBE_SECONDS):
                 await self._listening.wait()
             await self._register([conversation_id])
         except (RedisError, OSError, TimeoutError) as exc:
@@ -674,7 +677,7 @@ class RedisHub:
         local = self._local.get(conversation_id)
         if local is not None:
             try:
-                await asyncio.wait_for(asyncio.shield(local.ready), timeout=5.0)
+                await asyncio.wait_for(asyncio.shield(local.ready), timeout=SUBSCRIBE_SECONDS)
             except TimeoutError:
                 raise Unavailable() from None
         seq = int(
