@@ -169,6 +169,30 @@ async def test_a_subscriber_on_the_other_view_gets_every_event_once_in_seq_order
     assert other.events == []
 
 
+async def test_both_views_publishing_to_one_conversation_give_every_subscriber_one_order(
+    views: Views,
+) -> None:
+    """Two views publishing to one conversation at once: a subscriber on each gets every event once, consecutive seqs, and the same frames as the other and as the replay."""
+    conversation = uuid.uuid4()
+    sinks = Sink(), Sink()
+    views.one.subscribe(conversation, sinks[0])
+    views.two.subscribe(conversation, sinks[1])
+    start = await views.one.last_seq(conversation)
+    await views.two.last_seq(conversation)
+    for round_ in range(40):
+        views.one.publish(conversation, events.TextDelta(f"one{round_} "))
+        views.two.publish(conversation, events.TextDelta(f"two{round_} "))
+        await asyncio.gather(settle(views.one), settle(views.two))
+    expected = list(range(start + 1, start + 81))
+    await eventually(lambda: [[e.seq for e in sink.events] for sink in sinks] == [expected, expected])
+    replayed = await views.one.events_since(conversation, start)
+    assert replayed is not None
+    assert [e.frame for e in sinks[0].events] == [e.frame for e in sinks[1].events]
+    assert [e.frame for e in sinks[0].events] == [e.frame for e in replayed]
+    contents = sorted(f["content"] for f in _frames(sinks[0]))
+    assert contents == sorted(f"{who}{n} " for who in ("one", "two") for n in range(40))
+
+
 async def test_events_since_on_the_other_view_replays_exactly_what_followed(views: Views) -> None:
     """A client resuming on the other view gets exactly the events after its seq, with their typed deltas; [] when nothing followed, None for a seq never handed out."""
     conversation, message = uuid.uuid4(), uuid.uuid4()
@@ -456,6 +480,47 @@ async def test_redis_sends_an_instance_one_message_per_batch_for_every_conversat
         assert await received() == [str(first)]
         await eventually(lambda: len(sinks[0].events) == 3)
         assert len(sinks[1].events) == 1
+    finally:
+        await _stopped(tasks, one, two)
+        await listener.aclose()
+        for client in (*clients, spy):
+            await client.aclose()
+
+
+async def test_redis_hands_the_publishers_own_subscribers_its_events_without_a_message(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """In Redis the publishing instance hands its own subscribers their events from the publish script's reply, numbered as another instance gets them, and sends itself no pub/sub message."""
+    clients = [redis_client(redis_url), redis_client(redis_url)]
+    one, two = (RedisHub(client, encode, prefix=redis_prefix) for client in clients)
+    tasks = [await _running(one), await _running(two)]
+    spy = aioredis.Redis.from_url(redis_url, decode_responses=True, protocol=2)
+    listener = spy.pubsub()
+    conversation, message = uuid.uuid4(), uuid.uuid4()
+    own, remote = Sink(), Sink()
+    try:
+        await listener.subscribe(f"{redis_prefix}i:{one.instance}", f"{redis_prefix}i:{two.instance}")
+        for hub, sink in ((one, own), (two, remote)):
+            hub.subscribe(conversation, sink)
+            await hub.last_seq(conversation)
+        published = _answer(conversation, message, 10)
+        for event in published:
+            one.publish(conversation, event)
+        await one.flush()
+        # Handed out by the time the flush returns: no trip through pub/sub.
+        assert len(own.events) == len(published)
+        await eventually(lambda: len(remote.events) == len(published))
+        assert [(e.seq, e.frame) for e in own.events] == [(e.seq, e.frame) for e in remote.events]
+        assert own.events[0].event == published[0]
+        assert own.events[-1].event == published[-1]
+        channels = []
+        async with asyncio.timeout(5):
+            while len(channels) < 3:  # the two subscription replies, then the one message
+                received = await listener.get_message(timeout=5)
+                if received is not None:
+                    channels.append((received["type"], received["channel"]))
+        assert channels[-1] == ("message", f"{redis_prefix}i:{two.instance}")
+        assert await listener.get_message(timeout=0.2) is None
     finally:
         await _stopped(tasks, one, two)
         await listener.aclose()

@@ -21,13 +21,15 @@ Keys, under the deployment's prefix `P` (`VERNIS_REDIS_PREFIX`), for a conversat
 Publishing stays off the per-delta critical path: `publish()` appends to a local batch and returns;
 every few milliseconds (`linger`) one call of a Lua script sends the batch of every conversation:
 for each, atomically, it numbers the events, appends them to the stream, updates the in-flight
-record (and releases the lease with an answer's end); then it publishes to each instance showing
-any of them one pub/sub message holding all of their events (so live delivery and the replay agree
-on the order, and an instance reads one message per batch, not one per conversation: parsing a
-message per conversation was most of what reading pub/sub cost). Every instance, the publisher
-included, delivers from pub/sub to its own subscribers: one path, one order. A subscriber's
-instance drops events it already delivered (by `seq`) and fetches a gap from the stream (a pub/sub
-message lost to a reconnect).
+record (and releases the lease with an answer's end); then it publishes to each other instance
+showing any of them one pub/sub message holding all of their events (so live delivery and the replay
+agree on the order, and an instance reads one message per batch, not one per conversation: parsing a
+message per conversation was most of what reading pub/sub cost). The script returns the first `seq`
+it gave each conversation's events, and the publisher hands its own events to its own subscribers
+from that reply: the frames are here already, so they make no second trip through Redis. Every
+instance drops events it already delivered (by `seq`) and fetches a gap from the stream (an event
+of another instance's that its pub/sub message has not brought yet, or a message lost to a
+reconnect).
 
 Frames are encoded once, before their `seq` is known: each frame's encoding ends with `"seq":0}`,
 which the script replaces with the seq it assigns.
@@ -55,7 +57,8 @@ from uuid import UUID
 
 import orjson
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from redis.asyncio.connection import AbstractConnection
+from redis.exceptions import NoScriptError, RedisError
 
 from vernis.exceptions import Unavailable
 from vernis.services import events
@@ -100,21 +103,23 @@ _SEQ_TAIL = ',"seq":0}'
 # (conversation id, message id of the orphaned answer) -> stores it failed and ends it for clients.
 OrphanHandler = Callable[[UUID, UUID], Awaitable[None]]
 
-# One call per batch, for every conversation in it, with four arguments whatever the batch holds (the
+# One call per batch, for every conversation in it, with five arguments whatever the batch holds (the
 # client packs each argument in Python, copying its buffer each time: with a few arguments per
 # conversation, packing was a tenth of the server's CPU in Redis mode). KEYS: the running set. ARGV:
-# the stream's length cap, the replay window (ms), the key prefix, then the batch: one block per
+# the stream's length cap, the replay window (ms), the key prefix, the publishing instance (sent no
+# message: it delivers from the reply, the first seq of each conversation's events in the batch's
+# order), then the batch: one block per
 # conversation (`\r` between), its first line the conversation's id, then its events, one line each
 # (`\n` between), each line: kind, extra (a start's message id, an end's lease), whether the frame
 # takes a seq (1/0) and the frame without its seq, `\t` between. A frame is JSON: a tab, a line break
 # or a carriage return in it is escaped, never raw. The conversation's keys are named here, from
 # the prefix (one batch spans many conversations, so it could not run on a Redis Cluster anyway).
 _PUBLISH = """
-local maxlen, ttl, prefix, payload = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local maxlen, ttl, prefix, self, payload = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local horizon = now - tonumber(ttl)
-local outbox = {}
+local outbox, firsts = {}, {}
 local find, sub = string.find, string.sub
 local size, pos = #payload, 1
 while pos <= size do
@@ -140,7 +145,13 @@ while pos <= size do
     redis.call('SET', seqk, string.format('%d', t[1] * 1000000 + t[2]))
   end
   local first = redis.call('INCRBY', seqk, n) - n + 1
-  local out = {}
+  firsts[#firsts + 1] = first
+  -- The other instances showing the conversation: each gets the events in its message.
+  local others = {}
+  for _, instance in ipairs(redis.call('ZRANGEBYSCORE', channel .. ':subs', now, '+inf')) do
+    if instance ~= self then others[#others + 1] = instance end
+  end
+  local out = #others > 0 and {} or nil
   for i = 1, n do
     local line = lines[i]
     local t1 = find(line, '\\t', 1, true)
@@ -160,16 +171,15 @@ while pos <= size do
       -- sends its next message at once must find the conversation free.
       if extra ~= '' and redis.call('GET', leasek) == extra then redis.call('DEL', leasek) end
     end
-    out[i] = seq .. '\\t' .. kind .. '\\t' .. frame
+    if out then out[i] = seq .. '\\t' .. kind .. '\\t' .. frame end
   end
   if horizon > 0 then redis.call('XTRIM', evk, 'MINID', '~', string.format('%d', horizon)) end
   redis.call('PEXPIRE', seqk, ttl)
   redis.call('PEXPIRE', evk, ttl)
   if redis.call('EXISTS', flk) == 1 then redis.call('PEXPIRE', flk, ttl) end
-  local subs = redis.call('ZRANGEBYSCORE', channel .. ':subs', now, '+inf')
-  if #subs > 0 then
+  if out then
     local block = cid .. '\\n' .. table.concat(out, '\\n')
-    for _, instance in ipairs(subs) do
+    for _, instance in ipairs(others) do
       local blocks = outbox[instance]
       if blocks == nil then outbox[instance] = {block} else blocks[#blocks + 1] = block end
     end
@@ -178,7 +188,7 @@ end
 for instance, blocks in pairs(outbox) do
   redis.call('PUBLISH', prefix .. 'i:' .. instance, table.concat(blocks, '\\r'))
 end
-return 1
+return firsts
 """
 
 # An instance shows these conversations (or shows them still). ARGV: the key prefix, the instance,
@@ -329,6 +339,52 @@ def _event(kind: str, frame: str) -> events.Event | None:
     return events.AnswerEnded(UUID(data["conversation_id"]), UUID(data["message_id"]), bool(data["stopped"]))
 
 
+class _Queued:
+    """One conversation's events waiting for the next batch: as the publish script takes them (its
+    id first), and as this instance hands them to its own subscribers once they are numbered (the
+    frame, without its seq when it takes one, and the event, kept for any but a delta)."""
+
+    __slots__ = ("frames", "lines")
+
+    def __init__(self, conversation_id: UUID) -> None:
+        self.lines = [str(conversation_id)]
+        self.frames: list[tuple[str, bool, events.Event | None]] = []
+
+
+class _Line:
+    """One connection of the pool kept for one task's script calls, one at a time: the blocking
+    pool's checkout (its condition, its lock, its timing records) cost about what the call did."""
+
+    def __init__(self, client: aioredis.Redis, script: str, sha: str) -> None:
+        self._pool = client.connection_pool
+        self._script = script
+        self._sha = sha
+        self._connection: AbstractConnection | None = None
+
+    async def run(self, *args: str | int) -> Any:
+        connection = self._connection
+        if connection is None:
+            connection = self._connection = await self._pool.get_connection()  # type: ignore[no-untyped-call]
+        try:
+            try:
+                await connection.send_command("EVALSHA", self._sha, *args)
+                return await connection.read_response()
+            except NoScriptError:  # Redis restarted, or its scripts were flushed: EVAL loads it
+                await connection.send_command("EVAL", self._script, *args)
+                return await connection.read_response()
+        except BaseException:
+            # Failed or cancelled mid-call: the connection's state is unknown, so it is dropped.
+            self._connection = None
+            await connection.disconnect()
+            await self._pool.release(connection)
+            raise
+
+    async def close(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            await self._pool.release(connection)
+
+
 class _Local:
     """This instance's subscribers of one conversation and how far they were delivered."""
 
@@ -367,7 +423,8 @@ class RedisHub:
         self._reap_seconds = reap_seconds
         self._linger = linger
         self.instance = f"{os.uname().nodename}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self._publish_script = client.register_script(_PUBLISH)
+        publish_script = client.register_script(_PUBLISH)
+        self._publish_line = _Line(client, _PUBLISH, publish_script.sha)
         self._last_seq_script = client.register_script(_LAST_SEQ)
         self._acquire_script = client.register_script(_ACQUIRE)
         self._release_script = client.register_script(_RELEASE)
@@ -376,9 +433,8 @@ class RedisHub:
         self._register_script = client.register_script(_REGISTER)
         self._unregister_script = client.register_script(_UNREGISTER)
         self._subscriber_ms = str(int(SUBSCRIBER_SECONDS * 1000))
-        # Events waiting for the next batch, per conversation: its id, then its events' lines as the
-        # publish script takes them.
-        self._queued: dict[UUID, list[str]] = {}
+        # Events waiting for the next batch, per conversation.
+        self._queued: dict[UUID, _Queued] = {}
         self._queued_count = 0
         self._wake = asyncio.Event()
         # When the first event of the batch being gathered came (`time.monotonic()`).
@@ -484,10 +540,11 @@ class RedisHub:
             extra = self._leases.get(conversation_id, "")
             if extra:
                 self._ending.add(extra)
-        batch = self._queued.get(conversation_id)
-        if batch is None:
-            batch = self._queued[conversation_id] = [str(conversation_id)]
-        batch.append(f"{kind}\t{extra}\t{has_seq}\t{head}")
+        queued = self._queued.get(conversation_id)
+        if queued is None:
+            queued = self._queued[conversation_id] = _Queued(conversation_id)
+        queued.lines.append(f"{kind}\t{extra}\t{has_seq}\t{head}")
+        queued.frames.append((head, has_seq == "1", None if kind == "d" else event))
         self._queued_count += 1
         if not self._wake.is_set():
             self._wake.set()
@@ -503,23 +560,26 @@ class RedisHub:
         count, self._queued_count = self._queued_count, 0
         self._flushing = asyncio.get_running_loop().create_future()
         try:
-            payload = "\r".join(["\n".join(batch) for batch in batches.values()])
-            await self._publish_script(
-                keys=[self._running_key], args=[self._replay_max, self._replay_ms, self._prefix, payload]
-            )
-        except BaseException:
-            # Kept for the next try, ahead of anything queued meanwhile; bounded.
-            for conversation_id, batch in self._queued.items():
-                kept = batches.get(conversation_id)
-                if kept is None:
-                    batches[conversation_id] = batch
-                else:
-                    kept += batch[1:]
-            self._queued, self._queued_count = batches, count + self._queued_count
-            if self._queued_count > MAX_QUEUED_EVENTS:
-                logger.error("Redis unreachable: dropping %d queued events", self._queued_count)
-                self._queued, self._queued_count = {}, 0
-            raise
+            try:
+                payload = "\r".join(["\n".join(queued.lines) for queued in batches.values()])
+                keys = (1, self._running_key)
+                args = (self._replay_max, self._replay_ms, self._prefix, self.instance, payload)
+                firsts: list[int] = await self._publish_line.run(*keys, *args)
+            except BaseException:
+                # Kept for the next try, ahead of anything queued meanwhile; bounded.
+                for conversation_id, queued in self._queued.items():
+                    kept = batches.get(conversation_id)
+                    if kept is None:
+                        batches[conversation_id] = queued
+                    else:
+                        kept.lines += queued.lines[1:]
+                        kept.frames += queued.frames
+                self._queued, self._queued_count = batches, count + self._queued_count
+                if self._queued_count > MAX_QUEUED_EVENTS:
+                    logger.error("Redis unreachable: dropping %d queued events", self._queued_count)
+                    self._queued, self._queued_count = {}, 0
+                raise
+            await self._deliver_own(batches, firsts)
         finally:
             flushing, self._flushing = self._flushing, None
             flushing.set_result(None)
@@ -655,6 +715,25 @@ class RedisHub:
                 await self._catch_up(local.conversation_id, local, items[0].seq)
             self._hand_out(local, items)
 
+    async def _deliver_own(self, batches: dict[UUID, _Queued], firsts: list[int]) -> None:
+        """This instance's own events, numbered, to its own subscribers (no pub/sub message)."""
+        now = time.monotonic()
+        for (conversation_id, queued), first in zip(batches.items(), firsts, strict=True):
+            local = self._local.get(conversation_id)
+            if local is None:
+                continue
+            items = [
+                HubEvent(seq, f"{head}{seq}}}" if has_seq else head, event, now)
+                for seq, (head, has_seq, event) in enumerate(queued.frames, first)
+            ]
+            if local.delivered is not None and first > local.delivered + 1:
+                # Another instance's events came between, and its message is not here yet.
+                try:
+                    await self._catch_up(conversation_id, local, first)
+                except (RedisError, OSError) as exc:
+                    logger.warning("fetching events another instance published failed: %r", exc)
+            self._hand_out(local, items)
+
     async def _catch_up(self, conversation_id: UUID, local: _Local, before: int | None) -> None:
         """Deliver events missed between what was delivered and `before` (a lost message)."""
         assert local.delivered is not None
@@ -720,8 +799,10 @@ class RedisHub:
                 await self._redis.xrevrange(key, max=upper, min="-", count=500),
             )
             if not page:
-                # The window no longer reaches back that far.
-                return found[::-1] if partial else None
+                # The stream's start: complete if its first event is the first one wanted (the
+                # conversation's first events), else the window no longer reaches back that far.
+                found.reverse()
+                return found if (partial or (found and found[0].seq == after_seq + 1)) else None
             for _, fields in page:
                 seq = int(fields["s"])
                 if seq <= after_seq:
@@ -874,6 +955,7 @@ class RedisHub:
     async def aclose(self) -> None:
         with contextlib.suppress(RedisError, OSError):
             await self.flush()
+        await self._publish_line.close()
         if self._local:  # others stop sending here now, not when the entries lapse
             with contextlib.suppress(RedisError, OSError):
                 await self._unregister_script(args=[self._prefix, self.instance, *map(str, self._local)])
