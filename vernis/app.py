@@ -270,7 +270,7 @@ def create_app(
             titles=titles,
             windows=WindowCache(settings.window_messages),
             catalog=catalog,
-            identity=IdentityService(verifier, engine, catalog.roles),
+            identity=IdentityService(verifier, engine, catalog.roles, transactions),
             approvals=ApprovalService(engine, settings.approval_ttl),
             member_limiter=member_limiter,
             socket_cap=socket_cap,

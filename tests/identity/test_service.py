@@ -11,7 +11,9 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from vernis.db.engine import _SQLITE_PRAGMAS
 from vernis.db.models import Member, Organization, table_of
+from vernis.db.transactions import Transactions
 from vernis.exceptions import AuthError
 from vernis.identity import ASSISTANT_USE, RoleTable, TokenVerifier, issue_token
 from vernis.identity.service import IdentityService
@@ -24,8 +26,9 @@ _organization = table_of(Organization)
 
 
 @pytest.fixture
-def identity(engine: AsyncEngine) -> IdentityService:
-    return IdentityService(TokenVerifier(secret=SECRET), engine, ROLES)
+def identity(engine: AsyncEngine, transactions: Transactions) -> IdentityService:
+    """As the app makes it: its writes through the app's transactions (on SQLite, the one writer)."""
+    return IdentityService(TokenVerifier(secret=SECRET), engine, ROLES, transactions)
 
 
 async def rows(engine: AsyncEngine) -> tuple[list[sa.Row[tuple[str, ...]]], list[sa.Row[tuple[str, ...]]]]:
@@ -159,3 +162,20 @@ async def test_concurrent_first_handshakes_make_one_member(
     organizations, members = await rows(engine)
     assert len(organizations) == 1
     assert len(members) == 1
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+async def test_a_burst_of_new_members_is_written_without_waiting_for_the_write_lock(
+    engine: AsyncEngine, transactions: Transactions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hundred new members' first handshakes at once on SQLite all pass with a 1 ms busy timeout: their writes queue on the app's one writer, none races another connection for the lock."""
+    monkeypatch.setattr(
+        "vernis.db.engine._SQLITE_PRAGMAS",
+        tuple("PRAGMA busy_timeout=1" if p.startswith("PRAGMA busy_timeout") else p for p in _SQLITE_PRAGMAS),
+    )
+    identity = IdentityService(TokenVerifier(secret=SECRET), engine, ROLES, transactions)
+    tokens = [issue_token(SECRET, sub=f"new-{n}", org=f"tenant-{n % 7}", role="agent") for n in range(100)]
+    who = await asyncio.gather(*(identity.authenticate(token) for token in tokens))
+    assert sorted(w.member.sub for w in who) == sorted(f"new-{n}" for n in range(100))
+    organizations, members = await rows(engine)
+    assert (len(organizations), len(members)) == (7, 100)

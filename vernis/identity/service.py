@@ -19,10 +19,12 @@ from uuid import UUID
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from vernis.db.engine import dialect_insert
 from vernis.db.models import Member, Organization, table_of, utcnow
+from vernis.db.transactions import EngineTransactions, Transactions
 from vernis.exceptions import AuthError
 from vernis.identity.members import ASSISTANT_USE, Identity, MemberInfo, RoleTable
 from vernis.identity.tokens import HostClaims, TokenVerifier
@@ -65,6 +67,14 @@ def _member_info(row: Any) -> MemberInfo:
     )
 
 
+def _select_member(where: sa.ColumnElement[bool]) -> sa.Select[Any]:
+    return (
+        sa.select(*_MEMBER_COLUMNS)
+        .join(_organization, _organization.c.id == _member.c.organization_id)
+        .where(where)
+    )
+
+
 def _zone(name: str | None) -> str | None:
     if not name:
         return None
@@ -76,10 +86,17 @@ def _zone(name: str | None) -> str | None:
 
 
 class IdentityService:
-    def __init__(self, verifier: TokenVerifier, engine: AsyncEngine, roles: RoleTable) -> None:
+    def __init__(
+        self,
+        verifier: TokenVerifier,
+        engine: AsyncEngine,
+        roles: RoleTable,
+        transactions: Transactions | None = None,
+    ) -> None:
         self.verifier = verifier
         self.roles = roles
         self._engine = engine
+        self._transactions = transactions or EngineTransactions(engine)
 
     async def authenticate(self, token: str, *, require: str | None = ASSISTANT_USE) -> Identity:
         """Verify `token` and return who it names, made or updated just in time.
@@ -167,12 +184,7 @@ class IdentityService:
         return revoked
 
     async def _find(self, connection: AsyncConnection, where: sa.ColumnElement[bool]) -> MemberInfo | None:
-        statement = (
-            sa.select(*_MEMBER_COLUMNS)
-            .join(_organization, _organization.c.id == _member.c.organization_id)
-            .where(where)
-        )
-        row = (await connection.execute(statement)).first()
+        row = (await connection.execute(_select_member(where))).first()
         return None if row is None else _member_info(row)
 
     async def _upsert(self, claims: HostClaims) -> MemberInfo:
@@ -181,12 +193,18 @@ class IdentityService:
             found = await self._find(connection, where)
         if found is not None and not self._changed(found, claims):
             return found
-        async with self._engine.begin() as connection:
-            organization_id = await self._organization(connection, claims)
-            await self._member(connection, organization_id, claims)
-            member = await self._find(connection, where)
-        assert member is not None
-        return member
+        # The write goes through the app's transactions: on SQLite, its one writer, never a pooled
+        # connection of the async engine waiting for the write lock (a burst of first handshakes on
+        # a busy server waited past SQLite's busy timeout there, and the handshake failed).
+        return await self._transactions.run(lambda connection: self._write(connection, claims, where))
+
+    @classmethod
+    def _write(cls, connection: Connection, claims: HostClaims, where: sa.ColumnElement[bool]) -> MemberInfo:
+        organization_id = cls._organization(connection, claims)
+        cls._member(connection, organization_id, claims)
+        row = connection.execute(_select_member(where)).first()
+        assert row is not None
+        return _member_info(row)
 
     @staticmethod
     def _changed(member: MemberInfo, claims: HostClaims) -> bool:
@@ -199,14 +217,15 @@ class IdentityService:
             or (tz is not None and tz != member.organization_timezone)
         )
 
-    async def _organization(self, connection: AsyncConnection, claims: HostClaims) -> UUID:
+    @staticmethod
+    def _organization(connection: Connection, claims: HostClaims) -> UUID:
         values: dict[str, Any] = {}
         if claims.org_name is not None:
             values["name"] = claims.org_name[:255]
         if (tz := _zone(claims.tz)) is not None:
             values["timezone"] = tz
         # Concurrent first handshakes of one organization: one insert wins, the others do nothing.
-        await connection.execute(
+        connection.execute(
             dialect_insert(connection.dialect, _organization)
             .values(
                 id=uuid.uuid4(),
@@ -218,17 +237,16 @@ class IdentityService:
             .on_conflict_do_nothing(index_elements=[_organization.c.external_id])
         )
         if values:
-            await connection.execute(
+            connection.execute(
                 sa.update(_organization).where(_organization.c.external_id == claims.org).values(**values)
             )
-        organization_id: UUID = (
-            await connection.execute(
-                sa.select(_organization.c.id).where(_organization.c.external_id == claims.org)
-            )
+        organization_id: UUID = connection.execute(
+            sa.select(_organization.c.id).where(_organization.c.external_id == claims.org)
         ).scalar_one()
         return organization_id
 
-    async def _member(self, connection: AsyncConnection, organization_id: UUID, claims: HostClaims) -> None:
+    @staticmethod
+    def _member(connection: Connection, organization_id: UUID, claims: HostClaims) -> None:
         values: dict[str, Any] = {}
         if claims.name is not None:
             values["name"] = claims.name[:255]
@@ -236,7 +254,7 @@ class IdentityService:
             values["email"] = claims.email[:320]
         if claims.role is not None:
             values["role"] = claims.role[:64]
-        await connection.execute(
+        connection.execute(
             dialect_insert(connection.dialect, _member)
             .values(
                 id=uuid.uuid4(),
@@ -250,7 +268,7 @@ class IdentityService:
             .on_conflict_do_nothing(index_elements=[_member.c.organization_id, _member.c.external_id])
         )
         if values:
-            await connection.execute(
+            connection.execute(
                 sa.update(_member)
                 .where(_member.c.organization_id == organization_id, _member.c.external_id == claims.sub)
                 .values(**values)
