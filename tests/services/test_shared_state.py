@@ -8,6 +8,7 @@ publishes, leases or limits, the other sees.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import Any
 import orjson
 import pytest
 import redis.asyncio as aioredis
+from redis.asyncio.client import PubSub
 
 from tests.fixtures.redis import OwnRedis
 from vernis.exceptions import Unavailable
@@ -77,6 +79,26 @@ async def _stopped(tasks: list[asyncio.Task[None]], *hubs: RedisHub) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
     for hub in hubs:
         await hub.aclose()
+
+
+@contextlib.asynccontextmanager
+async def _two_hubs_and_a_spy(
+    redis_url: str, prefix: str
+) -> AsyncIterator[tuple[RedisHub, RedisHub, aioredis.Redis, PubSub]]:
+    """Two running Redis hubs on `prefix`, and a client of the test's own with a pub/sub listener
+    (subscribed to nothing yet), all stopped and closed after."""
+    clients = [redis_client(redis_url), redis_client(redis_url)]
+    one, two = (RedisHub(client, encode, prefix=prefix) for client in clients)
+    tasks = [await _running(one), await _running(two)]
+    spy = aioredis.Redis.from_url(redis_url, decode_responses=True, protocol=2)
+    listener = spy.pubsub()
+    try:
+        yield one, two, spy, listener
+    finally:
+        await _stopped(tasks, one, two)
+        await listener.aclose()
+        for client in (*clients, spy):
+            await client.aclose()
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -443,23 +465,18 @@ async def test_redis_sends_an_instance_one_message_per_batch_for_every_conversat
     redis_url: str, redis_prefix: str
 ) -> None:
     """In Redis one batch reaches an instance as one pub/sub message on its own channel, holding the events of each conversation it shows; once it shows one no longer, that one's events stop going to it."""
-    clients = [redis_client(redis_url), redis_client(redis_url)]
-    one, two = (RedisHub(client, encode, prefix=redis_prefix) for client in clients)
-    tasks = [await _running(one), await _running(two)]
-    spy = aioredis.Redis.from_url(redis_url, decode_responses=True, protocol=2)
-    listener = spy.pubsub()
     first, second = uuid.uuid4(), uuid.uuid4()
     sinks = Sink(), Sink()
+    async with _two_hubs_and_a_spy(redis_url, redis_prefix) as (one, two, spy, listener):
 
-    async def received() -> list[str]:
-        """The conversation ids of the next message on the second instance's channel."""
-        async with asyncio.timeout(5):
-            message = None
-            while message is None or message["type"] != "message":  # past the subscription's reply
-                message = await listener.get_message(timeout=5)
-        return [block.partition("\n")[0] for block in message["data"].split("\r")]
+        async def received() -> list[str]:
+            """The conversation ids of the next message on the second instance's channel."""
+            async with asyncio.timeout(5):
+                message = None
+                while message is None or message["type"] != "message":  # past the subscription's reply
+                    message = await listener.get_message(timeout=5)
+            return [block.partition("\n")[0] for block in message["data"].split("\r")]
 
-    try:
         await listener.subscribe(f"{redis_prefix}i:{two.instance}")
         for conversation, sink in zip((first, second), sinks, strict=True):
             two.subscribe(conversation, sink)
@@ -480,25 +497,15 @@ async def test_redis_sends_an_instance_one_message_per_batch_for_every_conversat
         assert await received() == [str(first)]
         await eventually(lambda: len(sinks[0].events) == 3)
         assert len(sinks[1].events) == 1
-    finally:
-        await _stopped(tasks, one, two)
-        await listener.aclose()
-        for client in (*clients, spy):
-            await client.aclose()
 
 
 async def test_redis_hands_the_publishers_own_subscribers_its_events_without_a_message(
     redis_url: str, redis_prefix: str
 ) -> None:
     """In Redis the publishing instance hands its own subscribers their events from the publish script's reply, numbered as another instance gets them, and sends itself no pub/sub message."""
-    clients = [redis_client(redis_url), redis_client(redis_url)]
-    one, two = (RedisHub(client, encode, prefix=redis_prefix) for client in clients)
-    tasks = [await _running(one), await _running(two)]
-    spy = aioredis.Redis.from_url(redis_url, decode_responses=True, protocol=2)
-    listener = spy.pubsub()
     conversation, message = uuid.uuid4(), uuid.uuid4()
     own, remote = Sink(), Sink()
-    try:
+    async with _two_hubs_and_a_spy(redis_url, redis_prefix) as (one, two, _, listener):
         await listener.subscribe(f"{redis_prefix}i:{one.instance}", f"{redis_prefix}i:{two.instance}")
         for hub, sink in ((one, own), (two, remote)):
             hub.subscribe(conversation, sink)
@@ -521,11 +528,6 @@ async def test_redis_hands_the_publishers_own_subscribers_its_events_without_a_m
                     channels.append((received["type"], received["channel"]))
         assert channels[-1] == ("message", f"{redis_prefix}i:{two.instance}")
         assert await listener.get_message(timeout=0.2) is None
-    finally:
-        await _stopped(tasks, one, two)
-        await listener.aclose()
-        for client in (*clients, spy):
-            await client.aclose()
 
 
 async def _not_a_member(client: aioredis.Redis, key: str, member: str) -> bool:
