@@ -33,7 +33,6 @@ import gc
 import itertools
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -41,6 +40,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 
 import sqlalchemy as sa
 import uvloop
@@ -215,9 +215,6 @@ async def main(args: argparse.Namespace) -> None:
 
 
 def report(rounds: list[dict[str, Run]], args: argparse.Namespace) -> None:
-    def median(values: list[float]) -> float:
-        return statistics.median(values)
-
     print(
         f"\n{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores ({cpu_model()}), Python {sys.version.split()[0]}, "
         f"{len(rounds)} rounds of {args.seconds:g} s per set-up; medians over the rounds"

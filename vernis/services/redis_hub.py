@@ -353,7 +353,9 @@ class _Queued:
 
 class _Line:
     """One connection of the pool kept for one task's script calls, one at a time: the blocking
-    pool's checkout (its condition, its lock, its timing records) cost about what the call did."""
+    pool's checkout (its condition, its lock, its timing records) cost about what the call did (a
+    trivial script, 5,000 calls: 207-234 µs of client CPU per call through the pool, 108-134 µs on
+    the kept connection, on a machine at half its usual speed)."""
 
     def __init__(self, client: aioredis.Redis, script: str, sha: str) -> None:
         self._pool = client.connection_pool
