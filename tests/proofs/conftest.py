@@ -18,6 +18,15 @@ import pytest
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 FIGURES = pytest.StashKey[list[dict[str, Any]]]()
 
+# For a module whose Hypothesis examples are drawn on a thread while the server under test runs on
+# the event loop's thread of the same process. Hypothesis warns when the global `random` state
+# changes while it draws an example (it takes that for a strategy using `random`); the server may
+# use that state meanwhile (a retry's jitter), and the warning, an error under the suite's
+# filters, made a run fail at random. The strategies here use no `random`.
+DRAWN_BESIDE_THE_SERVER = pytest.mark.filterwarnings(
+    "ignore:Do not use the `random` module inside strategies:hypothesis.errors.HypothesisDeprecationWarning"
+)
+
 Figures = Callable[..., None]
 
 

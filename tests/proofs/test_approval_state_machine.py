@@ -24,9 +24,11 @@ from hypothesis import strategies as st
 from tests.data import add_notification, database, is_read
 from tests.e2e.test_approvals import mark_read
 from tests.fixtures.server import Client, Vernis, VernisFactory
-from tests.proofs.conftest import Figures
+from tests.proofs.conftest import DRAWN_BESIDE_THE_SERVER, Figures
 from tests.proofs.test_wire_fuzz import UNLIMITED, on_loop
 from vernis.db.models import Approval, AuditEntry, table_of, utcnow
+
+pytestmark = DRAWN_BESIDE_THE_SERVER
 
 Step = tuple[Any, ...]
 

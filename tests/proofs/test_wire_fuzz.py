@@ -27,7 +27,9 @@ from sqlalchemy.engine import make_url
 
 from tests.e2e.test_transport import closed_with
 from tests.fixtures.server import Client, Vernis, VernisFactory
-from tests.proofs.conftest import Figures
+from tests.proofs.conftest import DRAWN_BESIDE_THE_SERVER, Figures
+
+pytestmark = DRAWN_BESIDE_THE_SERVER
 
 T = TypeVar("T")
 
