@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import threading
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -28,6 +30,28 @@ async def test_sqlite_pragmas_on_every_connection(tmp_path: Path) -> None:
                 ]
                 assert values == ["wal", 1, SQLITE_BUSY_TIMEOUT_MS, 1]
     finally:
+        await engine.dispose()
+
+
+async def test_a_new_database_is_switched_to_wal_while_another_connection_writes(tmp_path: Path) -> None:
+    """A first connection waits out another's write to switch a new file to WAL, not failing "locked"."""
+    # SQLite fails this switch at once, busy timeout or not, while another connection writes to a
+    # file still in its first (rollback) journal mode: as when two instances start on a new file.
+    path = tmp_path / "new.db"
+    writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    writer.execute("CREATE TABLE t (x INTEGER)")
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("INSERT INTO t VALUES (1)")
+    release = threading.Timer(0.3, writer.execute, ("COMMIT",))
+    release.start()
+    engine = create_engine(f"sqlite+aiosqlite:///{path}")
+    try:
+        async with engine.connect() as connection:
+            assert (await connection.exec_driver_sql("PRAGMA journal_mode")).scalar() == "wal"
+            assert (await connection.exec_driver_sql("SELECT x FROM t")).scalar() == 1
+    finally:
+        release.join()
+        writer.close()
         await engine.dispose()
 
 

@@ -17,6 +17,8 @@ speaks, for idempotent seeding and upserts that stay correct under concurrent wr
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from typing import Any
 
 from sqlalchemy import Table, event
@@ -35,11 +37,13 @@ __all__ = [
 
 SQLITE_BUSY_TIMEOUT_MS = 5000
 
+_WAL = "PRAGMA journal_mode=WAL"
 _SQLITE_PRAGMAS = (
-    "PRAGMA journal_mode=WAL",
+    # First, so that the pragmas after it wait for a lock held elsewhere instead of failing at once.
+    f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
+    _WAL,
     "PRAGMA synchronous=NORMAL",
     "PRAGMA foreign_keys=ON",
-    f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
 )
 
 
@@ -96,9 +100,32 @@ def set_sqlite_pragmas(dbapi_connection: Any, _connection_record: Any) -> None:
     cursor = dbapi_connection.cursor()
     try:
         for pragma in _SQLITE_PRAGMAS:
-            cursor.execute(pragma)
+            if pragma == _WAL:
+                _switch_to_wal(cursor)
+            else:
+                cursor.execute(pragma)
     finally:
         cursor.close()
+
+
+def _switch_to_wal(cursor: Any) -> None:
+    """Set WAL mode, retrying while another connection holds the lock the switch needs.
+
+    WAL lasts in the file, so only a new database is switched. Two connections switching it at once
+    (two instances or two `alembic upgrade` on a first start) can each hold the lock the other
+    waits for; SQLite then fails one of them at once with "database is locked", without waiting for
+    the busy timeout. That one retries, briefly, until the switch is done or the busy timeout has
+    passed. The wait blocks the connecting thread; it only happens on a new file's first connections.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cursor.execute(_WAL)
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.01)
 
 
 def _postgres_engine(url: URL, pool_size: int, statement_timeout: float) -> AsyncEngine:
