@@ -18,6 +18,7 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from tests.fixtures.redis import OwnRedis
 from vernis.exceptions import Unavailable
@@ -528,6 +529,41 @@ async def test_redis_hands_the_publishers_own_subscribers_its_events_without_a_m
                     channels.append((received["type"], received["channel"]))
         assert channels[-1] == ("message", f"{redis_prefix}i:{two.instance}")
         assert await listener.get_message(timeout=0.2) is None
+
+
+async def test_redis_own_events_wait_for_another_instances_missed_ones_when_fetching_them_fails(
+    redis_url: str, redis_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In Redis, when an instance cannot fetch another's events that came before its own, its subscribers get its own events only after them, once a retry fetched them: never a gap."""
+    conversation = uuid.uuid4()
+    sink = Sink()
+    async with _two_hubs_and_a_spy(redis_url, redis_prefix) as (one, two, spy, _):
+        one.subscribe(conversation, sink)
+        await one.last_seq(conversation)
+        one.publish(conversation, events.TextDelta("a "))
+        await one.flush()
+        # The other instance's event reaches no message here (as if it were lost on the way).
+        await spy.zrem(f"{redis_prefix}{{c:{conversation}}}:subs", one.instance)
+        two.publish(conversation, events.TextDelta("b "))
+        await two.flush()
+        fetch = one._range
+        failures: list[tuple[Any, ...]] = []
+
+        async def fails_once(*args: Any, **kwargs: Any) -> list[HubEvent] | None:
+            if not failures:
+                failures.append(args)
+                raise RedisConnectionError("Redis dropped the connection")
+            return await fetch(*args, **kwargs)
+
+        monkeypatch.setattr(one, "_range", fails_once)
+        one.publish(conversation, events.TextDelta("c "))
+        await one.flush()
+        assert failures
+        assert [f["content"] for f in _frames(sink)] == ["a "]
+        await eventually(lambda: len(sink.events) == 3)
+        assert [f["content"] for f in _frames(sink)] == ["a ", "b ", "c "]
+        seqs = [e.seq for e in sink.events]
+        assert seqs == list(range(seqs[0], seqs[0] + 3))
 
 
 async def _not_a_member(client: aioredis.Redis, key: str, member: str) -> bool:

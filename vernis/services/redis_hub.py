@@ -443,6 +443,8 @@ class RedisHub:
         self._first_at = 0.0
         self._flushing: asyncio.Future[None] | None = None
         self._local: dict[UUID, _Local] = {}
+        # Conversations whose subscribers here wait for missed events to be fetched (`_fill_gap`).
+        self._gaps: set[UUID] = set()
         # The same, by their ids as text: what a pub/sub message names (no id parsed per message).
         self._by_id: dict[str, _Local] = {}
         self._leases: dict[UUID, str] = {}
@@ -733,8 +735,32 @@ class RedisHub:
                 try:
                     await self._catch_up(conversation_id, local, first)
                 except (RedisError, OSError) as exc:
-                    logger.warning("fetching events another instance published failed: %r", exc)
+                    # Not handed out past the gap: the stream has them all, in order, for the retry.
+                    logger.warning("fetching events another instance published failed (%r); retrying", exc)
+                    self._fill_gap(conversation_id, local)
+                    continue
             self._hand_out(local, items)
+
+    def _fill_gap(self, conversation_id: UUID, local: _Local) -> None:
+        """Deliver, from the stream, what followed `local.delivered`, retrying until Redis answers
+        (or nobody here shows the conversation any more); one retry per conversation at a time."""
+        if conversation_id in self._gaps:
+            return
+        self._gaps.add(conversation_id)
+
+        async def fill() -> None:
+            try:
+                while self._local.get(conversation_id) is local:
+                    await asyncio.sleep(0.5)
+                    try:
+                        await self._catch_up(conversation_id, local, None)
+                        return
+                    except (RedisError, OSError) as exc:
+                        logger.warning("fetching missed events failed (%r); retrying", exc)
+            finally:
+                self._gaps.discard(conversation_id)
+
+        self._background(fill())
 
     async def _catch_up(self, conversation_id: UUID, local: _Local, before: int | None) -> None:
         """Deliver events missed between what was delivered and `before` (a lost message)."""
@@ -955,6 +981,10 @@ class RedisHub:
         await self._listening.wait()
 
     async def aclose(self) -> None:
+        background = tuple(self._tasks)
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
         with contextlib.suppress(RedisError, OSError):
             await self.flush()
         await self._publish_line.close()
