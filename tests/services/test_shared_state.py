@@ -327,8 +327,7 @@ async def test_an_answer_whose_instance_died_is_ended_by_another(redis_url: str)
         await asyncio.sleep(0.3)
         assert ended == [(conversation, message)], "reaped once"
     finally:
-        survivor_task.cancel()
-        await asyncio.gather(survivor_task, return_exceptions=True)
+        await _stopped([survivor_task], dying, survivor)
         keys = [key async for key in clients[0].scan_iter(match=f"{prefix}*", count=1000)]
         if keys:
             await clients[0].delete(*keys)

@@ -94,6 +94,8 @@ WRITER_SECONDS = 3600.0
 SUBSCRIBER_SECONDS = 60.0
 # How long a new subscriber waits to be registered before it is told Redis is unavailable.
 SUBSCRIBE_SECONDS = 5.0
+# How long one call of the publish script may take, its send and its reply together.
+CALL_SECONDS = 5.0
 # How long a batch of published events waits for more before it is sent (at most ~20 ms: SPEC §10).
 LINGER_SECONDS = 0.005
 # Events kept while Redis is out of reach; beyond that the oldest are dropped (and logged).
@@ -352,39 +354,54 @@ class _Queued:
 
 
 class _Line:
-    """One connection of the pool kept for one task's script calls, one at a time: the blocking
-    pool's checkout (its condition, its lock, its timing records) cost about what the call did (a
-    trivial script, 5,000 calls: 207-234 µs of client CPU per call through the pool, 108-134 µs on
-    the kept connection, on a machine at half its usual speed)."""
+    """A connection of its own for one task's script calls, one at a time, each bounded by
+    `CALL_SECONDS` (the send and the reply together).
+
+    Not the pool's, for two costs measured on this path (a trivial script, 5,000 calls in a row):
+    - the blocking pool's checkout (its condition, its lock, its timing records) cost about what the
+      call did: 207-234 µs of client CPU per call through the pool, 108-134 µs on a kept pool
+      connection, on a machine at half its usual speed;
+    - with the pool's socket timeout, redis-py sends each command in a task of its own
+      (`asyncio.wait_for`): 4.2-4.7 turns of the event loop per call, against 2.7-2.8 here, and
+      91-159 µs of CPU against 60-100 µs. On a loop near its limit each turn lasts milliseconds,
+      and every event of the batch waits for them.
+    """
 
     def __init__(self, client: aioredis.Redis, script: str, sha: str) -> None:
-        self._pool = client.connection_pool
+        pool = client.connection_pool
+        self._connection_class = pool.connection_class
+        self._connection_kwargs = {**pool.connection_kwargs, "socket_timeout": None}
         self._script = script
         self._sha = sha
         self._connection: AbstractConnection | None = None
 
     async def run(self, *args: str | int) -> Any:
-        connection = self._connection
-        if connection is None:
-            connection = self._connection = await self._pool.get_connection()  # type: ignore[no-untyped-call]
-        try:
+        async with asyncio.timeout(CALL_SECONDS):
+            connection = self._connection
+            if connection is None:
+                connection = self._connection = self._connection_class(**self._connection_kwargs)
             try:
-                await connection.send_command("EVALSHA", self._sha, *args)
-                return await connection.read_response()
-            except NoScriptError:  # Redis restarted, or its scripts were flushed: EVAL loads it
-                await connection.send_command("EVAL", self._script, *args)
-                return await connection.read_response()
-        except BaseException:
-            # Failed or cancelled mid-call: the connection's state is unknown, so it is dropped.
-            self._connection = None
-            await connection.disconnect()
-            await self._pool.release(connection)
-            raise
+                if not connection.is_connected:
+                    await connection.connect()  # type: ignore[no-untyped-call]
+                try:
+                    return await self._call(connection, "EVALSHA", self._sha, *args)
+                except NoScriptError:  # Redis restarted, or its scripts were flushed: EVAL loads it
+                    return await self._call(connection, "EVAL", self._script, *args)
+            except BaseException:
+                # Failed, timed out or cancelled mid-call: the connection's state is unknown.
+                self._connection = None
+                await connection.disconnect(nowait=True)
+                raise
+
+    @staticmethod
+    async def _call(connection: AbstractConnection, *command: str | int) -> Any:
+        await connection.send_packed_command(connection.pack_command(*command), check_health=False)
+        return await connection.read_response(timeout=math.inf)
 
     async def close(self) -> None:
         connection, self._connection = self._connection, None
         if connection is not None:
-            await self._pool.release(connection)
+            await connection.disconnect()
 
 
 class _Local:
