@@ -565,5 +565,68 @@ async def test_redis_own_events_wait_for_another_instances_missed_ones_when_fetc
         assert seqs == list(range(seqs[0], seqs[0] + 3))
 
 
+@contextlib.asynccontextmanager
+async def _hub_on(own_redis: OwnRedis) -> AsyncIterator[tuple[RedisHub, aioredis.Redis]]:
+    """A running hub on `own_redis`, and a client of the test's own, stopped and closed after (a
+    pause the test leaves ends with the test's `redis-server`)."""
+    client = redis_client(own_redis.url)
+    hub = RedisHub(client, encode, prefix="p:")
+    task = await _running(hub)
+    admin = aioredis.Redis.from_url(own_redis.url)
+    try:
+        yield hub, admin
+    finally:
+        await _stopped([task], hub)
+        for each in (client, admin):
+            await each.aclose()
+
+
+def _contents(sink: Sink) -> list[str]:
+    return [frame["content"] for frame in _frames(sink)]
+
+
+async def _in_flight(hub: RedisHub, batches: int) -> None:
+    await eventually(lambda: len(hub._in_flight) == batches)
+
+
+async def test_redis_writes_a_batch_while_the_one_before_waits_for_its_reply(own_redis: OwnRedis) -> None:
+    """In Redis a batch is written while the one before it still waits for Redis's reply (Redis paused), and the subscribers get both, in the order published, once Redis answers."""
+    conversation, sink = uuid.uuid4(), Sink()
+    async with _hub_on(own_redis) as (hub, admin):
+        hub.subscribe(conversation, sink)
+        await hub.last_seq(conversation)
+        await admin.execute_command("CLIENT", "PAUSE", "20000", "WRITE")
+        hub.publish(conversation, events.TextDelta("one "))
+        await _in_flight(hub, 1)
+        hub.publish(conversation, events.TextDelta("two "))
+        await _in_flight(hub, 2)
+        assert sink.events == []
+        await admin.execute_command("CLIENT", "UNPAUSE")
+        await eventually(lambda: len(sink.events) == 2)
+        assert _contents(sink) == ["one ", "two "]
+        assert sink.events[1].seq == sink.events[0].seq + 1
+
+
+async def test_redis_lost_with_batches_in_flight_sends_them_again_in_order(own_redis: OwnRedis) -> None:
+    """In Redis, batches written but unanswered when Redis dies go back to the queue in the order written, ahead of what came after, and reach the subscribers in that order once Redis is back."""
+    conversation, sink = uuid.uuid4(), Sink()
+    async with _hub_on(own_redis) as (hub, admin):
+        hub.subscribe(conversation, sink)
+        await hub.last_seq(conversation)
+        await admin.execute_command("CLIENT", "PAUSE", "20000", "WRITE")
+        for batch, word in enumerate(("one ", "two ", "three ")):
+            hub.publish(conversation, events.TextDelta(word))
+            await _in_flight(hub, batch + 1)
+        own_redis.kill()
+        hub.publish(conversation, events.TextDelta("four "))
+        await eventually(lambda: not hub._in_flight)
+        assert sink.events == []
+        own_redis.start()
+        await eventually(lambda: len(sink.events) == 4, timeout=10)
+        assert _contents(sink) == ["one ", "two ", "three ", "four "]
+        seqs = [event.seq for event in sink.events]
+        assert seqs == list(range(seqs[0], seqs[0] + 4))
+
+
 async def _not_a_member(client: aioredis.Redis, key: str, member: str) -> bool:
     return await client.zscore(key, member) is None

@@ -26,7 +26,9 @@ showing any of them one pub/sub message holding all of their events (so live del
 agree on the order, and an instance reads one message per batch, not one per conversation: parsing a
 message per conversation was most of what reading pub/sub cost). The script returns the first `seq`
 it gave each conversation's events, and the publisher hands its own events to its own subscribers
-from that reply: the frames are here already, so they make no second trip through Redis. Every
+from that reply: the frames are here already, so they make no second trip through Redis. A batch is
+written without waiting for the reply of the one before (Redis runs them in the order written), on
+a connection of the publisher's own; the replies are read, and handed out, in that order. Every
 instance drops events it already delivered (by `seq`) and fetches a gap from the stream (an event
 of another instance's that its pub/sub message has not brought yet, or a message lost to a
 reconnect).
@@ -39,12 +41,14 @@ time to live another instance takes the lease, marks the stored partial answer f
 `error` + `assistant_end` (`on_orphan`).
 
 Redis out of reach: taking a lease raises `Unavailable` (a new message gets `error unavailable`),
-queued events are kept (bounded) and sent when Redis is back; the background loops retry.
+queued events are kept (bounded) and sent when Redis is back, after the batches that were written
+but not answered when the connection failed (in their order); the background loops retry.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import math
@@ -58,7 +62,7 @@ from uuid import UUID
 import orjson
 import redis.asyncio as aioredis
 from redis.asyncio.connection import AbstractConnection
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import RedisError
 
 from vernis.exceptions import Unavailable
 from vernis.services import events
@@ -96,6 +100,8 @@ SUBSCRIBER_SECONDS = 60.0
 SUBSCRIBE_SECONDS = 5.0
 # How long one call of the publish script may take, its send and its reply together.
 CALL_SECONDS = 5.0
+# Batches written to Redis whose replies are not read yet, at most.
+MAX_IN_FLIGHT = 8
 # How long a batch of published events waits for more before it is sent (at most ~20 ms: SPEC §10).
 LINGER_SECONDS = 0.005
 # Events kept while Redis is out of reach; beyond that the oldest are dropped (and logged).
@@ -354,54 +360,78 @@ class _Queued:
 
 
 class _Line:
-    """A connection of its own for one task's script calls, one at a time, each bounded by
-    `CALL_SECONDS` (the send and the reply together).
+    """The publisher's connection of its own: its calls of the publish script are written one after
+    the other without waiting for the replies of those before (Redis runs them and answers in the
+    order written), and the replies are read in that order.
 
-    Not the pool's, for two costs measured on this path (a trivial script, 5,000 calls in a row):
+    Each call is `EVAL` with the script's text: Redis keeps the script compiled under its digest,
+    so this costs it a digest of the text per call, and never fails with "no such script" (Redis
+    restarted or flushed its scripts) in the middle of calls already written.
+
+    Not a connection of the pool, for two costs measured on this path (a trivial script, 5,000
+    calls in a row):
     - the blocking pool's checkout (its condition, its lock, its timing records) cost about what the
       call did: 207-234 µs of client CPU per call through the pool, 108-134 µs on a kept pool
       connection, on a machine at half its usual speed;
     - with the pool's socket timeout, redis-py sends each command in a task of its own
-      (`asyncio.wait_for`): 4.2-4.7 turns of the event loop per call, against 2.7-2.8 here, and
-      91-159 µs of CPU against 60-100 µs. On a loop near its limit each turn lasts milliseconds,
-      and every event of the batch waits for them.
+      (`asyncio.wait_for`): 4.2-4.7 turns of the event loop per call, against 2.7-2.8 without it,
+      and 91-159 µs of CPU against 60-100 µs. On a loop near its limit a turn lasts milliseconds,
+      and every event of the batch waits for them. Writing and reading are bounded by the hub instead.
     """
 
-    def __init__(self, client: aioredis.Redis, script: str, sha: str) -> None:
+    def __init__(self, client: aioredis.Redis, script: str) -> None:
         pool = client.connection_pool
         self._connection_class = pool.connection_class
         self._connection_kwargs = {**pool.connection_kwargs, "socket_timeout": None}
         self._script = script
-        self._sha = sha
         self._connection: AbstractConnection | None = None
 
-    async def run(self, *args: str | int) -> Any:
-        async with asyncio.timeout(CALL_SECONDS):
-            connection = self._connection
-            if connection is None:
-                connection = self._connection = self._connection_class(**self._connection_kwargs)
-            try:
-                if not connection.is_connected:
-                    await connection.connect()  # type: ignore[no-untyped-call]
-                try:
-                    return await self._call(connection, "EVALSHA", self._sha, *args)
-                except NoScriptError:  # Redis restarted, or its scripts were flushed: EVAL loads it
-                    return await self._call(connection, "EVAL", self._script, *args)
-            except BaseException:
-                # Failed, timed out or cancelled mid-call: the connection's state is unknown.
-                self._connection = None
-                await connection.disconnect(nowait=True)
-                raise
+    @property
+    def lost(self) -> AbstractConnection | None:
+        """The connection, if it was lost (redis-py closed it after an error) but not yet forgotten."""
+        connection = self._connection
+        return connection if connection is not None and not connection.is_connected else None
 
-    @staticmethod
-    async def _call(connection: AbstractConnection, *command: str | int) -> Any:
-        await connection.send_packed_command(connection.pack_command(*command), check_health=False)
-        return await connection.read_response(timeout=math.inf)
+    async def connect(self) -> AbstractConnection:
+        """The connection, made if there is none. One connection is connected once: a lost one is
+        forgotten, never connected again (the replies of the calls written on it are gone)."""
+        connection = self._connection
+        if connection is None:
+            connection = self._connection = self._connection_class(**self._connection_kwargs)
+            try:
+                async with asyncio.timeout(CALL_SECONDS):
+                    await connection.connect()  # type: ignore[no-untyped-call]
+            except BaseException:
+                await self.forget(connection)
+                raise
+        return connection
+
+    async def write(self, connection: AbstractConnection, *args: str | int) -> None:
+        packed = connection.pack_command("EVAL", self._script, *args)
+        async with asyncio.timeout(CALL_SECONDS):  # only waits when Redis stops reading
+            await connection.send_packed_command(packed, check_health=False)
+
+    async def forget(self, connection: AbstractConnection) -> None:
+        """Drop `connection` (failed: what it was doing is unknown); the next call connects anew."""
+        if self._connection is connection:
+            self._connection = None
+        await connection.disconnect(nowait=True)
 
     async def close(self) -> None:
         connection, self._connection = self._connection, None
         if connection is not None:
             await connection.disconnect()
+
+
+class _Sent:
+    """A batch written to Redis whose reply is not read yet."""
+
+    __slots__ = ("batches", "connection", "count")
+
+    def __init__(self, connection: AbstractConnection, batches: dict[UUID, _Queued], count: int) -> None:
+        self.connection = connection
+        self.batches = batches
+        self.count = count
 
 
 class _Local:
@@ -442,8 +472,7 @@ class RedisHub:
         self._reap_seconds = reap_seconds
         self._linger = linger
         self.instance = f"{os.uname().nodename}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        publish_script = client.register_script(_PUBLISH)
-        self._publish_line = _Line(client, _PUBLISH, publish_script.sha)
+        self._line = _Line(client, _PUBLISH)
         self._last_seq_script = client.register_script(_LAST_SEQ)
         self._acquire_script = client.register_script(_ACQUIRE)
         self._release_script = client.register_script(_RELEASE)
@@ -458,7 +487,13 @@ class RedisHub:
         self._wake = asyncio.Event()
         # When the first event of the batch being gathered came (`time.monotonic()`).
         self._first_at = 0.0
-        self._flushing: asyncio.Future[None] | None = None
+        # Batches written to Redis, oldest first, whose replies are not read yet.
+        self._in_flight: collections.deque[_Sent] = collections.deque()
+        self._sending = asyncio.Lock()
+        self._reading = asyncio.Lock()
+        # Set while a batch is in flight (the receiver waits for one); set when one leaves it.
+        self._sent = asyncio.Event()
+        self._progress = asyncio.Event()
         self._local: dict[UUID, _Local] = {}
         # Conversations whose subscribers here wait for missed events to be fetched (`_fill_gap`).
         self._gaps: set[UUID] = set()
@@ -572,50 +607,25 @@ class RedisHub:
             self._first_at = time.monotonic()
 
     async def flush(self) -> None:
-        """Send every queued event now (and wait for a batch already on its way)."""
-        while self._flushing is not None:
-            await asyncio.shield(self._flushing)
-        if not self._queued:
-            return
-        batches, self._queued = self._queued, {}
-        count, self._queued_count = self._queued_count, 0
-        self._flushing = asyncio.get_running_loop().create_future()
-        try:
-            try:
-                payload = "\r".join(["\n".join(queued.lines) for queued in batches.values()])
-                keys = (1, self._running_key)
-                args = (self._replay_max, self._replay_ms, self._prefix, self.instance, payload)
-                firsts: list[int] = await self._publish_line.run(*keys, *args)
-            except BaseException:
-                # Kept for the next try, ahead of anything queued meanwhile; bounded.
-                for conversation_id, queued in self._queued.items():
-                    kept = batches.get(conversation_id)
-                    if kept is None:
-                        batches[conversation_id] = queued
-                    else:
-                        kept.lines += queued.lines[1:]
-                        kept.frames += queued.frames
-                self._queued, self._queued_count = batches, count + self._queued_count
-                if self._queued_count > MAX_QUEUED_EVENTS:
-                    logger.error("Redis unreachable: dropping %d queued events", self._queued_count)
-                    self._queued, self._queued_count = {}, 0
-                raise
-            await self._deliver_own(batches, firsts)
-        finally:
-            flushing, self._flushing = self._flushing, None
-            flushing.set_result(None)
+        """Send every queued event now, and wait until every batch sent is handed out here."""
+        await self._send()
+        while self._in_flight:
+            await self._receive()
 
     async def _publisher(self) -> None:
         while True:
             await self._wake.wait()
-            # The linger counts from the batch's first event: what came while the last batch was on
-            # its way to Redis has waited already (a batch took 5 ms plus the script's time before).
+            # The linger counts from the batch's first event: what came while the last batch was
+            # written has waited already.
             delay = self._first_at + self._linger - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
+            while len(self._in_flight) >= MAX_IN_FLIGHT:
+                self._progress.clear()
+                await self._progress.wait()
             self._wake.clear()
             try:
-                await self.flush()
+                await self._send()
             except (RedisError, OSError) as exc:
                 logger.warning("publishing to Redis failed (%r); retrying", exc)
                 await asyncio.sleep(0.5)
@@ -624,6 +634,98 @@ class RedisHub:
                 logger.exception("publishing to Redis failed")
                 await asyncio.sleep(0.5)
                 self._wake.set()
+
+    async def _receiver(self) -> None:
+        while True:
+            await self._sent.wait()
+            try:
+                await self._receive()
+            except (RedisError, OSError) as exc:  # kept for the publisher's next try
+                logger.warning("publishing to Redis failed (%r); retrying", exc)
+            except Exception:  # a bug here must not end publishing for good
+                logger.exception("publishing to Redis failed")
+                await asyncio.sleep(0.5)
+
+    async def _send(self) -> None:
+        """Write the queued events as one call of the publish script, without waiting for the reply
+        of a batch written before (`_receive` reads the replies, in order)."""
+        async with self._sending:
+            if not self._queued:
+                return
+            lost = self._line.lost
+            if lost is not None:
+                await self._fail(lost)
+            connection = await self._line.connect()
+            batches, self._queued = self._queued, {}
+            count, self._queued_count = self._queued_count, 0
+            # In flight from now on: if the write fails, it goes back to the queue in its place.
+            self._in_flight.append(_Sent(connection, batches, count))
+            self._sent.set()
+            payload = "\r".join(["\n".join(queued.lines) for queued in batches.values()])
+            try:
+                await self._line.write(
+                    connection,
+                    1,
+                    self._running_key,
+                    self._replay_max,
+                    self._replay_ms,
+                    self._prefix,
+                    self.instance,
+                    payload,
+                )
+            except BaseException:
+                await self._fail(connection)
+                raise
+
+    async def _receive(self) -> None:
+        """Read the reply of the oldest batch in flight and hand its events to the subscribers here."""
+        async with self._reading:
+            if not self._in_flight:
+                self._sent.clear()
+                return
+            sent = self._in_flight[0]
+            try:
+                async with asyncio.timeout(CALL_SECONDS):
+                    firsts: list[int] = await sent.connection.read_response(timeout=math.inf)
+            except BaseException:
+                await self._fail(sent.connection)
+                raise
+            if not self._in_flight or self._in_flight[0] is not sent:  # failed meanwhile: queued again
+                return
+            self._in_flight.popleft()
+            if not self._in_flight:
+                self._sent.clear()
+            self._progress.set()
+            await self._deliver_own(sent.batches, firsts)
+
+    async def _fail(self, connection: AbstractConnection) -> None:
+        """`connection` failed: every batch in flight on it goes back to the queue, in the order
+        written, ahead of anything queued since (bounded), for the publisher's next try. Whether
+        Redis ran them is unknown; they are sent again."""
+        failed = [sent for sent in self._in_flight if sent.connection is connection]
+        if failed:
+            self._in_flight = collections.deque(s for s in self._in_flight if s.connection is not connection)
+            if not self._in_flight:
+                self._sent.clear()
+            self._progress.set()
+            batches: dict[UUID, _Queued] = {}
+            count = self._queued_count
+            for queue in [*(sent.batches for sent in failed), self._queued]:
+                for conversation_id, queued in queue.items():
+                    kept = batches.get(conversation_id)
+                    if kept is None:
+                        batches[conversation_id] = queued
+                    else:
+                        kept.lines += queued.lines[1:]
+                        kept.frames += queued.frames
+            self._queued, self._queued_count = batches, count + sum(sent.count for sent in failed)
+            if self._queued_count > MAX_QUEUED_EVENTS:
+                logger.error("Redis unreachable: dropping %d queued events", self._queued_count)
+                self._queued, self._queued_count = {}, 0
+            if self._queued and not self._wake.is_set():
+                self._wake.set()
+                self._first_at = time.monotonic()
+        await self._line.forget(connection)
 
     # --- live delivery ---------------------------------------------------------------------------
 
@@ -982,6 +1084,7 @@ class RedisHub:
     async def run(self) -> None:
         tasks = [
             asyncio.create_task(self._publisher(), name="redis hub publisher"),
+            asyncio.create_task(self._receiver(), name="redis hub publisher's replies"),
             asyncio.create_task(self._listen(), name="redis hub listener"),
             asyncio.create_task(self._renew(), name="redis hub lease renewal"),
             asyncio.create_task(self._reap(), name="redis hub reaper"),
@@ -1004,7 +1107,7 @@ class RedisHub:
         await asyncio.gather(*background, return_exceptions=True)
         with contextlib.suppress(RedisError, OSError):
             await self.flush()
-        await self._publish_line.close()
+        await self._line.close()
         if self._local:  # others stop sending here now, not when the entries lapse
             with contextlib.suppress(RedisError, OSError):
                 await self._unregister_script(args=[self._prefix, self.instance, *map(str, self._local)])
