@@ -484,9 +484,9 @@ class RedisHub:
         # Events waiting for the next batch, per conversation.
         self._queued: dict[UUID, _Queued] = {}
         self._queued_count = 0
+        # Set when the batch being gathered is due (`linger` after its first event), or to retry.
         self._wake = asyncio.Event()
-        # When the first event of the batch being gathered came (`time.monotonic()`).
-        self._first_at = 0.0
+        self._due: asyncio.TimerHandle | None = None
         # Batches written to Redis, oldest first, whose replies are not read yet.
         self._in_flight: collections.deque[_Sent] = collections.deque()
         self._sending = asyncio.Lock()
@@ -602,9 +602,14 @@ class RedisHub:
         queued.lines.append(f"{kind}\t{extra}\t{has_seq}\t{head}")
         queued.frames.append((head, has_seq == "1", None if kind == "d" else event))
         self._queued_count += 1
-        if not self._wake.is_set():
-            self._wake.set()
-            self._first_at = time.monotonic()
+        if self._due is None:
+            # A timer, not the publisher waking to sleep out the linger: at the linger's end the
+            # publisher writes in the loop's next turn (waking first, then sleeping, took two).
+            self._due = asyncio.get_running_loop().call_later(self._linger, self._ripe)
+
+    def _ripe(self) -> None:
+        self._due = None
+        self._wake.set()
 
     async def flush(self) -> None:
         """Send every queued event now, and wait until every batch sent is handed out here."""
@@ -615,11 +620,6 @@ class RedisHub:
     async def _publisher(self) -> None:
         while True:
             await self._wake.wait()
-            # The linger counts from the batch's first event: what came while the last batch was
-            # written has waited already.
-            delay = self._first_at + self._linger - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
             while len(self._in_flight) >= MAX_IN_FLIGHT:
                 self._progress.clear()
                 await self._progress.wait()
@@ -722,9 +722,8 @@ class RedisHub:
             if self._queued_count > MAX_QUEUED_EVENTS:
                 logger.error("Redis unreachable: dropping %d queued events", self._queued_count)
                 self._queued, self._queued_count = {}, 0
-            if self._queued and not self._wake.is_set():
+            if self._queued:
                 self._wake.set()
-                self._first_at = time.monotonic()
         await self._line.forget(connection)
 
     # --- live delivery ---------------------------------------------------------------------------
@@ -1101,6 +1100,9 @@ class RedisHub:
         await self._listening.wait()
 
     async def aclose(self) -> None:
+        if self._due is not None:
+            self._due.cancel()
+            self._due = None
         background = tuple(self._tasks)
         for task in background:
             task.cancel()
