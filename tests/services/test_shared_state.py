@@ -628,5 +628,35 @@ async def test_redis_lost_with_batches_in_flight_sends_them_again_in_order(own_r
         assert seqs == list(range(seqs[0], seqs[0] + 4))
 
 
+async def test_redis_answers_a_batch_sent_again_after_its_reply_was_lost_from_its_record(
+    own_redis: OwnRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In Redis a batch whose reply is lost after Redis ran it is sent again and answered from the record of that run, not run twice: its events are in the stream once and reach the subscribers once."""
+    conversation, sink = uuid.uuid4(), Sink()
+    async with _hub_on(own_redis) as (hub, _):
+        hub.subscribe(conversation, sink)
+        start = await hub.last_seq(conversation)
+        hub.publish(conversation, events.TextDelta("one "))
+        await eventually(lambda: len(sink.events) == 1)
+        connection = hub._line._connection
+        assert connection is not None
+        read = connection.read_response
+
+        async def read_then_lose(*args: Any, **kwargs: Any) -> Any:
+            await read(*args, **kwargs)  # Redis ran the batch and answered
+            monkeypatch.setattr(connection, "read_response", read)
+            raise RedisConnectionError("the connection dropped before the reply was read")
+
+        monkeypatch.setattr(connection, "read_response", read_then_lose)
+        hub.publish(conversation, events.TextDelta("two "))
+        await eventually(lambda: len(sink.events) == 2)
+        assert hub._line._connection is not connection, "sent again on a new connection"
+        await hub.flush()
+        assert _contents(sink) == ["one ", "two "]
+        replayed = await hub.events_since(conversation, start)
+        assert replayed is not None
+        assert [orjson.loads(event.frame)["content"] for event in replayed] == ["one ", "two "]
+
+
 async def _not_a_member(client: aioredis.Redis, key: str, member: str) -> bool:
     return await client.zscore(key, member) is None

@@ -42,7 +42,9 @@ time to live another instance takes the lease, marks the stored partial answer f
 
 Redis out of reach: taking a lease raises `Unavailable` (a new message gets `error unavailable`),
 queued events are kept (bounded) and sent when Redis is back, after the batches that were written
-but not answered when the connection failed (in their order); the background loops retry.
+but not answered when the connection failed: those are sent again as they were, in their order, and
+one Redis had run already is answered from the record the script left of it (not run twice). The
+background loops retry.
 """
 
 from __future__ import annotations
@@ -111,19 +113,29 @@ _SEQ_TAIL = ',"seq":0}'
 # (conversation id, message id of the orphaned answer) -> stores it failed and ends it for clients.
 OrphanHandler = Callable[[UUID, UUID], Awaitable[None]]
 
-# One call per batch, for every conversation in it, with five arguments whatever the batch holds (the
+# One call per batch, for every conversation in it, with six arguments whatever the batch holds (the
 # client packs each argument in Python, copying its buffer each time: with a few arguments per
 # conversation, packing was a tenth of the server's CPU in Redis mode). KEYS: the running set. ARGV:
 # the stream's length cap, the replay window (ms), the key prefix, the publishing instance (sent no
 # message: it delivers from the reply, the first seq of each conversation's events in the batch's
-# order), then the batch: one block per
+# order), the batch, and the batch's number at its instance. The batch: one block per
 # conversation (`\r` between), its first line the conversation's id, then its events, one line each
 # (`\n` between), each line: kind, extra (a start's message id, an end's lease), whether the frame
 # takes a seq (1/0) and the frame without its seq, `\t` between. A frame is JSON: a tab, a line break
 # or a carriage return in it is escaped, never raw. The conversation's keys are named here, from
 # the prefix (one batch spans many conversations, so it could not run on a Redis Cluster anyway).
+# Each batch run leaves a record of its reply for the replay window (`P:b:<instance>:<number>`): a
+# batch sent again because its reply was lost is not run twice.
 _PUBLISH = """
 local maxlen, ttl, prefix, self, payload = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+-- A batch sent again after its reply was lost: if Redis ran it, its record gives the same reply.
+local record = prefix .. 'b:' .. self .. ':' .. ARGV[6]
+local ran = redis.call('GET', record)
+if ran then
+  local again = {}
+  for first in string.gmatch(ran, '%d+') do again[#again + 1] = tonumber(first) end
+  return again
+end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local horizon = now - tonumber(ttl)
@@ -196,6 +208,9 @@ end
 for instance, blocks in pairs(outbox) do
   redis.call('PUBLISH', prefix .. 'i:' .. instance, table.concat(blocks, '\\r'))
 end
+local texts = {}
+for i, first in ipairs(firsts) do texts[i] = string.format('%d', first) end
+redis.call('SET', record, table.concat(texts, ','), 'PX', ttl)
 return firsts
 """
 
@@ -424,14 +439,19 @@ class _Line:
 
 
 class _Sent:
-    """A batch written to Redis whose reply is not read yet."""
+    """A batch written to Redis on `connection` whose reply is not read yet, or, once that connection
+    failed before the reply came, to be written again as it was, under its number."""
 
-    __slots__ = ("batches", "connection", "count")
+    __slots__ = ("batches", "connection", "count", "number", "payload")
 
-    def __init__(self, connection: AbstractConnection, batches: dict[UUID, _Queued], count: int) -> None:
+    def __init__(
+        self, connection: AbstractConnection, batches: dict[UUID, _Queued], count: int, number: int
+    ) -> None:
         self.connection = connection
         self.batches = batches
         self.count = count
+        self.number = str(number)
+        self.payload = "\r".join(["\n".join(queued.lines) for queued in batches.values()])
 
 
 class _Local:
@@ -489,6 +509,10 @@ class RedisHub:
         self._due: asyncio.TimerHandle | None = None
         # Batches written to Redis, oldest first, whose replies are not read yet.
         self._in_flight: collections.deque[_Sent] = collections.deque()
+        # Batches to write again (their connection failed before their replies came), oldest first.
+        self._again: collections.deque[_Sent] = collections.deque()
+        # The number of the last batch made here (the publish script's record of it).
+        self._numbered = 0
         self._sending = asyncio.Lock()
         self._reading = asyncio.Lock()
         # Set while a batch is in flight (the receiver waits for one); set when one leaves it.
@@ -647,35 +671,44 @@ class RedisHub:
                 await asyncio.sleep(0.5)
 
     async def _send(self) -> None:
-        """Write the queued events as one call of the publish script, without waiting for the reply
-        of a batch written before (`_receive` reads the replies, in order)."""
+        """Write the batches to send again, then the queued events as one new batch, each as one call
+        of the publish script, without waiting for the reply of a batch written before (`_receive`
+        reads the replies, in order)."""
         async with self._sending:
-            if not self._queued:
+            if not self._queued and not self._again:
                 return
             lost = self._line.lost
             if lost is not None:
                 await self._fail(lost)
             connection = await self._line.connect()
-            batches, self._queued = self._queued, {}
-            count, self._queued_count = self._queued_count, 0
-            # In flight from now on: if the write fails, it goes back to the queue in its place.
-            self._in_flight.append(_Sent(connection, batches, count))
-            self._sent.set()
-            payload = "\r".join(["\n".join(queued.lines) for queued in batches.values()])
-            try:
-                await self._line.write(
-                    connection,
-                    1,
-                    self._running_key,
-                    self._replay_max,
-                    self._replay_ms,
-                    self._prefix,
-                    self.instance,
-                    payload,
-                )
-            except BaseException:
-                await self._fail(connection)
-                raise
+            while self._again:
+                await self._write(connection, self._again.popleft())
+            if self._queued:
+                batches, self._queued = self._queued, {}
+                count, self._queued_count = self._queued_count, 0
+                self._numbered += 1
+                await self._write(connection, _Sent(connection, batches, count, self._numbered))
+
+    async def _write(self, connection: AbstractConnection, sent: _Sent) -> None:
+        # In flight from now on: if the write fails, it is sent again in its place.
+        sent.connection = connection
+        self._in_flight.append(sent)
+        self._sent.set()
+        try:
+            await self._line.write(
+                connection,
+                1,
+                self._running_key,
+                self._replay_max,
+                self._replay_ms,
+                self._prefix,
+                self.instance,
+                sent.payload,
+                sent.number,
+            )
+        except BaseException:
+            await self._fail(connection)
+            raise
 
     async def _receive(self) -> None:
         """Read the reply of the oldest batch in flight and hand its events to the subscribers here."""
@@ -699,31 +732,23 @@ class RedisHub:
             await self._deliver_own(sent.batches, firsts)
 
     async def _fail(self, connection: AbstractConnection) -> None:
-        """`connection` failed: every batch in flight on it goes back to the queue, in the order
-        written, ahead of anything queued since (bounded), for the publisher's next try. Whether
-        Redis ran them is unknown; they are sent again."""
+        """`connection` failed: every batch in flight on it is to be sent again, as it was, in the
+        order written, ahead of the ones still waiting to be (all of which were written after them)
+        and of anything queued since. Whether Redis ran them is unknown: a batch it ran returns its
+        recorded reply and is not run again. Bounded, with the queue."""
         failed = [sent for sent in self._in_flight if sent.connection is connection]
         if failed:
             self._in_flight = collections.deque(s for s in self._in_flight if s.connection is not connection)
             if not self._in_flight:
                 self._sent.clear()
             self._progress.set()
-            batches: dict[UUID, _Queued] = {}
-            count = self._queued_count
-            for queue in [*(sent.batches for sent in failed), self._queued]:
-                for conversation_id, queued in queue.items():
-                    kept = batches.get(conversation_id)
-                    if kept is None:
-                        batches[conversation_id] = queued
-                    else:
-                        kept.lines += queued.lines[1:]
-                        kept.frames += queued.frames
-            self._queued, self._queued_count = batches, count + sum(sent.count for sent in failed)
-            if self._queued_count > MAX_QUEUED_EVENTS:
-                logger.error("Redis unreachable: dropping %d queued events", self._queued_count)
+            self._again.extendleft(reversed(failed))
+            waiting = self._queued_count + sum(sent.count for sent in self._again)
+            if waiting > MAX_QUEUED_EVENTS:
+                logger.error("Redis unreachable: dropping %d queued events", waiting)
+                self._again.clear()
                 self._queued, self._queued_count = {}, 0
-            if self._queued:
-                self._wake.set()
+            self._wake.set()
         await self._line.forget(connection)
 
     # --- live delivery ---------------------------------------------------------------------------
