@@ -423,6 +423,10 @@ class _Line:
                 raise
         return connection
 
+    def holds(self, connection: AbstractConnection) -> bool:
+        """Whether `connection` is the line's, and connected (not failed, not closed by redis-py)."""
+        return connection is self._connection and connection.is_connected
+
     async def write(self, connection: AbstractConnection, *args: str | int) -> None:
         packed = connection.pack_command("EVAL", self._script, *args)
         async with asyncio.timeout(CALL_SECONDS):  # only waits when Redis stops reading
@@ -452,7 +456,7 @@ class _Sent:
         self.connection = connection
         self.batches = batches
         self.count = count
-        self.number = str(number)
+        self.number = number
         self.payload = "\r".join(["\n".join(queued.lines) for queued in batches.values()])
 
 
@@ -705,6 +709,10 @@ class RedisHub:
         self._in_flight.append(sent)
         self._sent.set()
         try:
+            if not self._line.holds(connection):
+                # Failed (by the receiver) while the batches before this one were written: redis-py
+                # would connect it anew, and batches on two connections may run out of order.
+                raise ConnectionError("the connection to Redis was lost")
             await self._line.write(
                 connection,
                 1,
@@ -714,7 +722,7 @@ class RedisHub:
                 self._prefix,
                 self.instance,
                 sent.payload,
-                sent.number,
+                str(sent.number),
             )
         except BaseException:
             await self._fail(connection)
@@ -742,17 +750,17 @@ class RedisHub:
             await self._deliver_own(sent.batches, firsts)
 
     async def _fail(self, connection: AbstractConnection) -> None:
-        """`connection` failed: every batch in flight on it is to be sent again, as it was, in the
-        order written, ahead of the ones still waiting to be (all of which were written after them)
-        and of anything queued since. Whether Redis ran them is unknown: a batch it ran returns its
-        recorded reply and is not run again. Bounded, with the queue."""
+        """`connection` failed: every batch in flight on it is to be sent again, as it was, with the
+        ones waiting to be, in the order they were made (their numbers), ahead of anything queued
+        since. Whether Redis ran them is unknown: a batch it ran returns its recorded reply and is
+        not run again. Bounded, with the queue."""
         failed = [sent for sent in self._in_flight if sent.connection is connection]
         if failed:
             self._in_flight = collections.deque(s for s in self._in_flight if s.connection is not connection)
             if not self._in_flight:
                 self._sent.clear()
             self._progress.set()
-            self._again.extendleft(reversed(failed))
+            self._again = collections.deque(sorted([*failed, *self._again], key=lambda sent: sent.number))
             waiting = self._queued_count + sum(sent.count for sent in self._again)
             if waiting > MAX_QUEUED_EVENTS:
                 logger.error("Redis unreachable: dropping %d queued events", waiting)
