@@ -589,13 +589,20 @@ async def _in_flight(hub: RedisHub, batches: int) -> None:
     await eventually(lambda: len(hub._in_flight) == batches)
 
 
+async def _shown_then_paused(
+    hub: RedisHub, admin: aioredis.Redis, conversation: uuid.UUID, sink: Sink
+) -> None:
+    """`sink` shows `conversation` on `hub`; then Redis holds every write (`CLIENT PAUSE WRITE`)."""
+    hub.subscribe(conversation, sink)
+    await hub.last_seq(conversation)
+    await admin.execute_command("CLIENT", "PAUSE", "20000", "WRITE")
+
+
 async def test_redis_writes_a_batch_while_the_one_before_waits_for_its_reply(own_redis: OwnRedis) -> None:
     """In Redis a batch is written while the one before it still waits for Redis's reply (Redis paused), and the subscribers get both, in the order published, once Redis answers."""
     conversation, sink = uuid.uuid4(), Sink()
     async with _hub_on(own_redis) as (hub, admin):
-        hub.subscribe(conversation, sink)
-        await hub.last_seq(conversation)
-        await admin.execute_command("CLIENT", "PAUSE", "20000", "WRITE")
+        await _shown_then_paused(hub, admin, conversation, sink)
         hub.publish(conversation, events.TextDelta("one "))
         await _in_flight(hub, 1)
         hub.publish(conversation, events.TextDelta("two "))
@@ -611,9 +618,7 @@ async def test_redis_lost_with_batches_in_flight_sends_them_again_in_order(own_r
     """In Redis, batches written but unanswered when Redis dies go back to the queue in the order written, ahead of what came after, and reach the subscribers in that order once Redis is back."""
     conversation, sink = uuid.uuid4(), Sink()
     async with _hub_on(own_redis) as (hub, admin):
-        hub.subscribe(conversation, sink)
-        await hub.last_seq(conversation)
-        await admin.execute_command("CLIENT", "PAUSE", "20000", "WRITE")
+        await _shown_then_paused(hub, admin, conversation, sink)
         for batch, word in enumerate(("one ", "two ", "three ")):
             hub.publish(conversation, events.TextDelta(word))
             await _in_flight(hub, batch + 1)
