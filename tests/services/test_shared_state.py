@@ -633,6 +633,25 @@ async def test_redis_lost_with_batches_in_flight_sends_them_again_in_order(own_r
         assert seqs == list(range(seqs[0], seqs[0] + 4))
 
 
+async def test_redis_out_of_reach_keeps_at_most_the_bound_of_events_waiting(
+    own_redis: OwnRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In Redis, while Redis cannot be reached at all, events waiting to be sent stay bounded: past the bound they are dropped, and what comes after is sent once Redis is back."""
+    monkeypatch.setattr("vernis.services.redis_hub.MAX_QUEUED_EVENTS", 5)
+    conversation, sink = uuid.uuid4(), Sink()
+    async with _hub_on(own_redis) as (hub, _):
+        hub.subscribe(conversation, sink)
+        await hub.last_seq(conversation)
+        own_redis.kill()
+        for n in range(10):
+            hub.publish(conversation, events.TextDelta(f"lost{n} "))
+        await eventually(lambda: hub._queued_count == 0)
+        own_redis.start()
+        hub.publish(conversation, events.TextDelta("after "))
+        await eventually(lambda: len(sink.events) == 1, timeout=10)
+        assert _contents(sink) == ["after "]
+
+
 async def test_redis_answers_a_batch_sent_again_after_its_reply_was_lost_from_its_record(
     own_redis: OwnRedis, monkeypatch: pytest.MonkeyPatch
 ) -> None:

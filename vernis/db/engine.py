@@ -37,11 +37,10 @@ __all__ = [
 
 SQLITE_BUSY_TIMEOUT_MS = 5000
 
-_WAL = "PRAGMA journal_mode=WAL"
 _SQLITE_PRAGMAS = (
     # First, so that the pragmas after it wait for a lock held elsewhere instead of failing at once.
     f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
-    _WAL,
+    "PRAGMA journal_mode=WAL",
     "PRAGMA synchronous=NORMAL",
     "PRAGMA foreign_keys=ON",
 )
@@ -96,36 +95,28 @@ def _sqlite_engine(url: URL) -> AsyncEngine:
 
 
 def set_sqlite_pragmas(dbapi_connection: Any, _connection_record: Any) -> None:
-    """Set `_SQLITE_PRAGMAS` on a new SQLite connection (a `connect` event listener)."""
+    """Set `_SQLITE_PRAGMAS` on a new SQLite connection (a `connect` event listener).
+
+    A pragma that finds the database locked is tried again, every 10 ms, until the busy timeout has
+    passed since the first. The switch to WAL needs this: WAL lasts in the file, so only a new
+    database is switched, and while another connection writes to it (two instances or two `alembic
+    upgrade` on a first start) SQLite fails the switch at once, without waiting for the busy timeout.
+    The wait blocks the connecting thread; it only happens on a new file's first connections.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
     cursor = dbapi_connection.cursor()
     try:
         for pragma in _SQLITE_PRAGMAS:
-            if pragma == _WAL:
-                _switch_to_wal(cursor)
-            else:
-                cursor.execute(pragma)
+            while True:
+                try:
+                    cursor.execute(pragma)
+                    break
+                except sqlite3.OperationalError as error:
+                    if "locked" not in str(error) or time.monotonic() >= deadline:
+                        raise
+                time.sleep(0.01)
     finally:
         cursor.close()
-
-
-def _switch_to_wal(cursor: Any) -> None:
-    """Set WAL mode, retrying while another connection holds the lock the switch needs.
-
-    WAL lasts in the file, so only a new database is switched. Two connections switching it at once
-    (two instances or two `alembic upgrade` on a first start) can each hold the lock the other
-    waits for; SQLite then fails one of them at once with "database is locked", without waiting for
-    the busy timeout. That one retries, briefly, until the switch is done or the busy timeout has
-    passed. The wait blocks the connecting thread; it only happens on a new file's first connections.
-    """
-    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
-    while True:
-        try:
-            cursor.execute(_WAL)
-            return
-        except sqlite3.OperationalError as error:
-            if "locked" not in str(error) or time.monotonic() >= deadline:
-                raise
-        time.sleep(0.01)
 
 
 def _postgres_engine(url: URL, pool_size: int, statement_timeout: float) -> AsyncEngine:

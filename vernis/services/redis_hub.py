@@ -694,7 +694,11 @@ class RedisHub:
             lost = self._line.lost
             if lost is not None:
                 await self._fail(lost)
-            connection = await self._line.connect()
+            try:
+                connection = await self._line.connect()
+            except BaseException:
+                self._bound()  # Redis out of reach: what waits must stay bounded meanwhile
+                raise
             while self._again:
                 await self._write(connection, self._again.popleft())
             if self._queued:
@@ -761,13 +765,17 @@ class RedisHub:
                 self._sent.clear()
             self._progress.set()
             self._again = collections.deque(sorted([*failed, *self._again], key=lambda sent: sent.number))
-            waiting = self._queued_count + sum(sent.count for sent in self._again)
-            if waiting > MAX_QUEUED_EVENTS:
-                logger.error("Redis unreachable: dropping %d queued events", waiting)
-                self._again.clear()
-                self._queued, self._queued_count = {}, 0
+            self._bound()
             self._wake.set()
         await self._line.forget(connection)
+
+    def _bound(self) -> None:
+        """Drop every event waiting to be sent once there are more than `MAX_QUEUED_EVENTS`."""
+        waiting = self._queued_count + sum(sent.count for sent in self._again)
+        if waiting > MAX_QUEUED_EVENTS:
+            logger.error("Redis unreachable: dropping %d queued events", waiting)
+            self._again.clear()
+            self._queued, self._queued_count = {}, 0
 
     # --- live delivery ---------------------------------------------------------------------------
 
