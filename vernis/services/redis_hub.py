@@ -445,15 +445,14 @@ class _Line:
 
 
 class _Sent:
-    """A batch written to Redis on `connection` whose reply is not read yet, or, once that connection
-    failed before the reply came, to be written again as it was, under its number."""
+    """A batch written to Redis on `connection` (set by each write) whose reply is not read yet, or,
+    once that connection failed before the reply came, to be written again as it was, under its
+    number."""
 
     __slots__ = ("batches", "connection", "count", "number", "payload")
+    connection: AbstractConnection
 
-    def __init__(
-        self, connection: AbstractConnection, batches: dict[UUID, _Queued], count: int, number: int
-    ) -> None:
-        self.connection = connection
+    def __init__(self, batches: dict[UUID, _Queued], count: int, number: int) -> None:
         self.batches = batches
         self.count = count
         self.number = number
@@ -705,7 +704,7 @@ class RedisHub:
                 batches, self._queued = self._queued, {}
                 count, self._queued_count = self._queued_count, 0
                 self._numbered += 1
-                await self._write(connection, _Sent(connection, batches, count, self._numbered))
+                await self._write(connection, _Sent(batches, count, self._numbered))
 
     async def _write(self, connection: AbstractConnection, sent: _Sent) -> None:
         # In flight from now on: if the write fails, it is sent again in its place.
