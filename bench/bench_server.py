@@ -1,6 +1,10 @@
 """What one Vernis process keeps up with, measured the way users run it, beside a bare relay.
 
     python bench/bench_server.py [--paced-seconds 60] [--seconds 15] [--streams 200] [--idle 5000]
+    python bench/bench_server.py --agui [--paced-seconds 60] [--streams 200]
+
+`--agui` runs the paced load over the socket and then over AG-UI (`POST /api/agui/run`, SSE) on the
+same server and compares the server's CPU per delta.
 
 - `vernis serve --demo` runs as its own process pinned to core 0 (taskset), on SQLite, with the demo's
   real prompt and its 40 CRM tools (45-90 KB per request); every client is its own member (a host
@@ -33,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,6 +196,98 @@ async def converse(
         done += 1
         if tally.measuring:
             tally.answers += 1
+
+
+async def converse_agui(
+    client: httpx.AsyncClient, token: str, tally: Tally, stop: asyncio.Event, answers: int | None = None
+) -> None:
+    """`converse` over AG-UI (SPEC §20): a run per message on the member's thread, its SSE read to
+    `RUN_FINISHED`."""
+    thread, headers, done = str(uuid.uuid4()), {"Authorization": f"Bearer {token}"}, 0
+    while not stop.is_set() and (answers is None or done < answers):
+        message = {"id": uuid.uuid4().hex, "role": "user", "content": "How are my contacts doing this week?"}
+        body = {"threadId": thread, "runId": uuid.uuid4().hex, "messages": [message]}
+        async with client.stream("POST", "/api/agui/run", json=body, headers=headers) as response:
+            async for line in response.aiter_lines():
+                if not line.startswith("data: "):
+                    continue
+                event = orjson.loads(line[6:])
+                kind = event["type"]
+                if kind == "TEXT_MESSAGE_CONTENT" and tally.measuring:
+                    received = now_us()
+                    tally.deltas += 1
+                    for word in event["delta"].split():
+                        if word[0] == "t":
+                            tally.latencies.append(received - int(word[1:]))
+                elif kind == "RUN_ERROR":
+                    raise RuntimeError(event)
+        done += 1
+        if tally.measuring:
+            tally.answers += 1
+
+
+async def load_agui(
+    target: Target, model: ModelServers, clients: int, seconds: float, warmup: float, first_member: int
+) -> tuple[Tally, float]:
+    """`load` over AG-UI: `clients` members in a closed loop of runs."""
+    base_url = target.ws_url.replace("ws://", "http://").removesuffix("/api/assistant/ws")
+    limits = httpx.Limits(max_connections=clients + 10, max_keepalive_connections=clients + 10)
+    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=60) as client:
+        tally, stop = Tally(), asyncio.Event()
+        tasks = [
+            asyncio.create_task(converse_agui(client, target.token(first_member + n), tally, stop))
+            for n in range(clients)
+        ]
+        await asyncio.sleep(warmup)
+        tally.measuring = True
+        cpu, busy, emitted = cpu_seconds(target.pid), core_busy(LOAD_CORE), await model.emitted()
+        await asyncio.sleep(seconds)
+        tally.measuring = False
+        cpu, after = cpu_seconds(target.pid) - cpu, core_busy(LOAD_CORE)
+        tally.emitted = await model.emitted() - emitted
+        tally.load_busy = (after[0] - busy[0]) / max(1, after[1] - busy[1])
+        stop.set()
+        await asyncio.wait(tasks, timeout=30)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return tally, cpu
+
+
+async def compare_agui(target: Target, model: ModelServers, args: argparse.Namespace) -> str:
+    """The paced load over the socket, then the same over AG-UI, on the same server: server CPU per
+    delta of each and their ratio (issue 27 asks AG-UI for at most 1.2x the socket's)."""
+    await model.use(tokens=100, pace=0.02)
+    rows = []
+    for name, run_load in (("socket", load), ("AG-UI", load_agui)):
+        print(
+            f"[{target.name}] paced over {name}: {args.streams} streams x 100 tokens at 50 tokens/s",
+            flush=True,
+        )
+        tally, cpu = await run_load(
+            target, model, args.streams, args.paced_seconds, args.warmup, 500_000 + len(rows) * 1000
+        )
+        per_delta = cpu / max(1, tally.deltas) * 1e6
+        rows.append(
+            (
+                name,
+                tally.deltas / args.paced_seconds,
+                tally.deltas / max(1, tally.emitted),
+                per_delta,
+                pct(tally.latencies, 0.5),
+                pct(tally.latencies, 0.99),
+            )
+        )
+    lines = [
+        "| path | delivered deltas/s | share | server CPU per delta | added latency p50 / p99 |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {n} | {rate:,.0f} | {share:.1%} | {cpu:.1f} µs | {p50:.1f} / {p99:.1f} ms |"
+            for n, rate, share, cpu, p50, p99 in rows
+        ),
+        f"\nAG-UI / socket server CPU per delta: {rows[1][3] / rows[0][3]:.2f}x",
+    ]
+    return "\n".join(lines)
 
 
 async def load(
@@ -405,6 +502,12 @@ async def main(args: argparse.Namespace) -> None:
         with process(serve, env, SERVER_CORE) as server:
             await wait_ready(f"http://127.0.0.1:{vernis_port}/readyz", server)
             target = Target("vernis", f"ws://127.0.0.1:{vernis_port}/api/assistant/ws", server.pid, True)
+            if args.agui:
+                print(
+                    f"\n{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores ({cpu_model()}), "
+                    f"Python {sys.version.split()[0]}\n\n{await compare_agui(target, model, args)}"
+                )
+                return
             ours = await measure(target, model, args)
         relay_cmd = [sys.executable, "bench/relay.py", str(relay_port), model.base_url]
         with process(relay_cmd, base_env, SERVER_CORE) as relay:
@@ -433,6 +536,9 @@ if __name__ == "__main__":
         help="how long the paced load is measured (long enough to include the server's full collections)",
     )
     parser.add_argument("--paced-only", action="store_true", help="only the paced load (quick checks)")
+    parser.add_argument(
+        "--agui", action="store_true", help="the paced load over the socket and over AG-UI, compared"
+    )
     parser.add_argument("--idle", type=int, default=5000, help="idle sockets for the memory figure")
     # The load side is the measuring instrument: no collector pauses of its own in the figures.
     gc.disable()

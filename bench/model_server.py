@@ -1,6 +1,6 @@
 """An OpenAI-compatible chat-completions server for the benchmark, cheap enough not to be the bottleneck.
 
-    python bench/model_server.py PORT --tokens 100 --pace 0.02 [--burst 16]
+    python bench/model_server.py PORT --tokens 100 --pace 0.02 [--burst 16] [--text FILE]
 
 Raw asyncio (uvloop) HTTP/1.1 with keep-alive and chunked SSE: every request to `/v1/chat/completions`
 streams `--tokens` content chunks, one every `--pace` seconds (`--pace 0`: as fast as possible,
@@ -12,6 +12,9 @@ Each content chunk carries the moment it was written, `t<CLOCK_MONOTONIC µs> `,
 machine measures the latency Vernis adds: its receipt time minus that stamp. The first chunk of an
 answer also carries when the request arrived (`r<µs> `), so a client can subtract the model's own
 time to first token. `GET /stats` tells how many answer tokens (titles aside) have been written.
+
+With `--text FILE` an answer is that file's text instead, one token a chunk (its words and the
+whitespace before each, as a tokenizer cuts them), with no stamps: what a panel renders (bench_panel).
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import re
 import time
+from pathlib import Path
 
 import orjson
 import uvloop
@@ -52,8 +57,9 @@ def framed(data: bytes) -> bytes:
 
 
 class Model:
-    def __init__(self, tokens: int, pace: float, burst: int) -> None:
-        self.tokens = tokens
+    def __init__(self, tokens: int, pace: float, burst: int, text: list[str] | None = None) -> None:
+        self.text = text
+        self.tokens = len(text) if text is not None else tokens
         self.pace = pace
         self.burst = burst
         self.requests = 0
@@ -97,7 +103,10 @@ class Model:
             if pace > 0 and n:
                 # Token n is due at start + n * pace: late wake-ups do not add up over an answer.
                 await asyncio.sleep(max(0.0, start + n * pace - loop.time()))
-            stamp = f"r{arrived} t{now_us()} " if n == 0 else f"t{now_us()} "
+            if self.text is not None and counted:
+                stamp = self.text[n]
+            else:
+                stamp = f"r{arrived} t{now_us()} " if n == 0 else f"t{now_us()} "
             pending.append(chunk({"content": stamp} if n else {"role": "assistant", "content": stamp}))
             self.emitted += counted
             if pace > 0:
@@ -114,8 +123,8 @@ class Model:
         await writer.drain()
 
 
-async def main(args: argparse.Namespace) -> None:
-    model = Model(args.tokens, args.pace, args.burst)
+async def main(args: argparse.Namespace, text: list[str] | None) -> None:
+    model = Model(args.tokens, args.pace, args.burst, text)
     server = await asyncio.start_server(model.serve, "127.0.0.1", args.port, backlog=1024)
     async with server:
         await server.serve_forever()
@@ -127,6 +136,9 @@ if __name__ == "__main__":
     parser.add_argument("--tokens", type=int, default=100)
     parser.add_argument("--pace", type=float, default=0.02)
     parser.add_argument("--burst", type=int, default=16)
+    parser.add_argument("--text", help="a file whose text every answer streams, a token a chunk")
     # The load side is the measuring instrument: no collector pauses of its own in the figures.
     gc.disable()
-    uvloop.run(main(parser.parse_args()))
+    args = parser.parse_args()
+    text = re.findall(r"\s*\S+", Path(args.text).read_text(encoding="utf-8")) if args.text else None
+    uvloop.run(main(args, text))

@@ -2,7 +2,7 @@
 
 Two ways in:
 
-- `vernis.db.migrate` (the server and `vernis db upgrade`) hands over an open connection in
+- `vernis.store.migrate` (the server and `vernis db upgrade`) hands over an open connection in
   `config.attributes["connection"]`, from `AsyncConnection.run_sync`, inside a transaction it
   commits itself; no second event loop is started.
 - `alembic upgrade head` from the repository root: the URL is `sqlalchemy.url` from alembic.ini when
@@ -22,8 +22,8 @@ from alembic import context
 from sqlalchemy.engine import Connection
 from sqlmodel import SQLModel
 
-import vernis.db.models  # noqa: F401  (registers the core tables on SQLModel.metadata)
-from vernis.db.engine import create_engine
+import vernis.store.models  # noqa: F401  (registers the core tables on SQLModel.metadata)
+from vernis.store.engine import create_engine
 
 # Any constant shared by every Vernis instance; it names the lock, "vernis" in ASCII.
 _POSTGRES_LOCK_KEY = 0x7665726E6973

@@ -11,9 +11,9 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.fixtures.server import Vernis
-from vernis.db.engine import create_engine
-from vernis.db.models import Member, table_of
-from vernis.services.persistence import ConversationStore
+from vernis.conversation.store import ConversationStore
+from vernis.store.engine import create_engine
+from vernis.store.models import Member, table_of
 from vernis_crm.models import Notification
 
 __all__ = ["DemoMember", "add_notification", "database", "demo_member", "is_read", "store_of"]

@@ -14,11 +14,12 @@ from pathlib import Path
 import jwt
 import pytest
 
-from vernis.db.migrate import head_revision
+from vernis.store.migrate import head_revision
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET = "cli-test-secret-that-is-long-enough-for-hs256"
-COMMAND_TIMEOUT = 30
+# A deadline, not a wait: generous, for a machine busy with the rest of the suite (pytest-xdist).
+COMMAND_TIMEOUT = 60
 
 
 def environment(database: Path, *, secret: str | None = SECRET) -> dict[str, str]:
@@ -189,6 +190,18 @@ def test_serve_in_product_mode_refuses_to_start_without_a_way_to_verify_tokens(t
     assert not (tmp_path / "v.db").exists()
 
 
+@pytest.mark.parametrize("variable", ["VERNIS_ADMIN_TOKEN", "VERNIS_METRICS_TOKEN"])
+def test_serve_refuses_a_bearer_token_shorter_than_32_bytes(tmp_path: Path, variable: str) -> None:
+    """`vernis serve` with a 31-byte admin or metrics token exits 2 naming the setting (not its value), and serves nothing."""
+    env = environment(tmp_path / "v.db") | {variable: "not-long-enough-for-a-bearer-31"}
+    result = vernis("serve", "--port", "1", env=env, cwd=tmp_path)
+    assert result.returncode == 2
+    assert f"{variable}: Value error, must be at least 32 bytes long" in result.stderr
+    assert "not-long-enough" not in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "v.db").exists()
+
+
 def test_demo_binds_beyond_loopback_only_when_asked(tmp_path: Path) -> None:
     """`vernis serve --demo --host 0.0.0.0` is refused (exit 2, naming --demo-public) before anything is served."""
     result = vernis("serve", "--demo", "--host", "0.0.0.0", env=environment(tmp_path / "v.db"), cwd=tmp_path)
@@ -242,3 +255,34 @@ def test_bad_configuration_stops_with_the_file_and_key(tmp_path: Path, text: str
     assert result.returncode == 2, result.stdout
     assert named in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_check_config_refuses_a_plain_http_webhook_beyond_loopback(tmp_path: Path) -> None:
+    """`vernis check-config` exits 2 naming webhooks.0.url for an http:// receiver that is not on loopback."""
+    config = tmp_path / "vernis.toml"
+    config.write_text(
+        '[[webhooks]]\nurl = "http://crm.example.com/hooks"\nevents = ["answer.completed"]\nsecret_env = "HOOK"\n'
+    )
+    env = environment(tmp_path / "vernis.db") | {"VERNIS_CONFIG": str(config), "HOOK": "s3cret"}
+    refused = vernis("check-config", env=env, cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "webhooks.0.url: must be https:// (plain http:// only to a loopback address)" in refused.stderr
+    config.write_text(config.read_text().replace("http://crm.example.com", "https://crm.example.com"))
+    accepted = vernis("check-config", env=env, cwd=tmp_path)
+    assert accepted.returncode == 0, accepted.stderr
+    assert "webhook: https://crm.example.com/hooks (answer.completed)" in accepted.stdout
+
+
+def test_check_config_refuses_a_local_attachment_directory_for_several_instances(tmp_path: Path) -> None:
+    """With VERNIS_REDIS_URL set (several instances), `check-config` exits 2 naming VERNIS_ATTACHMENT_STORE while attachments go to a local directory, and accepts s3://bucket/prefix."""
+    env = environment(tmp_path / "v.db") | {"VERNIS_REDIS_URL": "redis://127.0.0.1:1/0"}
+    refused = vernis("check-config", env=env, cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "VERNIS_ATTACHMENT_STORE: several instances" in refused.stderr
+    assert "s3://bucket/prefix" in refused.stderr
+    shared = vernis("check-config", env=env | {"VERNIS_ATTACHMENT_STORE": "s3://files/vernis"}, cwd=tmp_path)
+    assert shared.returncode == 0, shared.stderr
+    assert "attachments: s3://files/vernis" in shared.stdout.splitlines()
+    alone = vernis("check-config", env=environment(tmp_path / "v.db"), cwd=tmp_path)
+    assert alone.returncode == 0, alone.stderr
+    assert f"attachments: {tmp_path / 'attachments'}" in alone.stdout.splitlines()

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from vernis.app import build_catalog
-from vernis.config import ConfigError, load_config
+from vernis.config import ConfigError, HostConfig, load_config
 from vernis.settings import load_settings
 
 FULL = """
@@ -133,6 +133,22 @@ def test_mcp_servers_are_read_with_their_defaults(tmp_path: Path) -> None:
 SERVER = '[[mcp_servers]]\nname = "billing"\nurl = "https://billing.internal/mcp"\n'
 
 
+def test_an_external_servers_annotations_are_not_trusted_by_default(tmp_path: Path) -> None:
+    """`external = true` makes trust_annotations default to false; an explicit trust_annotations = true stands; a server not marked external keeps trusting them."""
+    path = tmp_path / "vernis.toml"
+    path.write_text(
+        SERVER
+        + "external = true\n"
+        + SERVER.replace("billing", "vouched")
+        + "external = true\ntrust_annotations = true\n"
+        + SERVER.replace("billing", "own")
+    )
+    billing, vouched, own = load_config(path, environ={}).mcp_servers
+    assert (billing.external, billing.trust_annotations) == (True, False)
+    assert (vouched.external, vouched.trust_annotations) == (True, True)
+    assert (own.external, own.trust_annotations) == (False, True)
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -147,6 +163,7 @@ SERVER = '[[mcp_servers]]\nname = "billing"\nurl = "https://billing.internal/mcp
         ),
         (SERVER + "timeout = 0\n", "mcp_servers.0.timeout: Input should be greater than 0"),
         (SERVER + 'trust = "yes"\n', "mcp_servers.0.trust: unknown key"),
+        (SERVER + 'external = "sometimes"\n', "mcp_servers.0.external: Input should be a valid boolean"),
         (
             SERVER + 'headers = { Authorization = "Bearer ${BILLING_MCP_TOKEN}" }\n',
             "mcp_servers.0.headers.Authorization: the environment variable BILLING_MCP_TOKEN is not set",
@@ -205,3 +222,179 @@ def test_each_mcp_server_becomes_a_toolkit_that_may_resolve_pages(tmp_path: Path
     )
     with pytest.raises(ConfigError, match=r"mcp_servers\.0\.name: 'helpdesk' is already a toolkit's name"):
         build_catalog(load_settings(demo=False, toolkits=[]), load_config(path, environ={}))
+
+
+def test_image_origins_are_read_as_browsers_write_origins(tmp_path: Path) -> None:
+    """`[embed] image_origins` come out as origins (lower case, no default port, no trailing slash), each once; without the section, none."""
+    path = tmp_path / "vernis.toml"
+    path.write_text(
+        '[embed]\nimage_origins = ["HTTPS://CDN.Example.com:443/", "http://127.0.0.1:8123", '
+        '"https://cdn.example.com"]\n'
+    )
+    assert load_config(path).embed.image_origins == ["https://cdn.example.com", "http://127.0.0.1:8123"]
+    assert load_config(None).embed.image_origins == []
+
+
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "*",
+        "https://cdn.example.com/images",
+        "ftp://cdn.example.com",
+        "https://a;b.example.com",
+        "cdn.example.com",
+    ],
+)
+def test_an_image_origin_that_is_not_one_is_refused(tmp_path: Path, origin: str) -> None:
+    """A wildcard, a path, another scheme, a character a policy would read, or a bare host in `image_origins` stops the start naming the key."""
+    path = tmp_path / "vernis.toml"
+    path.write_text(f'[embed]\nimage_origins = ["{origin}"]\n')
+    with pytest.raises(ConfigError, match=r"embed\.image_origins: .* is not an origin"):
+        load_config(path)
+
+
+REVIEWS = """
+[[reviews]]
+tools = ["send_sms", "create_agent"]
+reviewer_permission = "message:review"
+"""
+
+
+def test_reviews_name_tools_and_their_reviewers_permission(tmp_path: Path) -> None:
+    """`[[reviews]]` maps each named tool of the loaded toolkits to the permission its reviewer needs."""
+    path = tmp_path / "vernis.toml"
+    path.write_text(REVIEWS)
+    catalog = build_catalog(load_settings(demo=False, toolkits=["crm"]), load_config(path, environ={}))
+    assert catalog.reviews == {"send_sms": "message:review", "create_agent": "message:review"}
+    assert catalog.reviewer_permissions(frozenset({"message:review", "contact:view"})) == {"message:review"}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '[[reviews]]\ntools = ["refund"]\nreviewer_permission = "billing:review"',
+            "vernis.toml: reviews.0.tools: 'refund' is no tool of the loaded toolkits",
+        ),
+        (
+            REVIEWS + '[[reviews]]\ntools = ["send_sms"]\nreviewer_permission = "other:review"',
+            "vernis.toml: reviews.1.tools: 'send_sms' is reviewed twice",
+        ),
+        ('[[reviews]]\ntools = []\nreviewer_permission = "x:y"', "vernis.toml: reviews.0.tools: List should"),
+        ('[[reviews]]\ntools = ["send_sms"]', "vernis.toml: reviews.0.reviewer_permission: Field required"),
+    ],
+)
+def test_review_mistakes_name_the_file_and_key(tmp_path: Path, text: str, message: str) -> None:
+    """An unknown tool, a tool reviewed twice, no tools or no reviewer permission stop the start, naming the file and key."""
+    path = tmp_path / "vernis.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as raised:
+        build_catalog(load_settings(demo=False, toolkits=["crm"]), load_config(path, environ={}))
+    assert message in str(raised.value)
+
+
+def test_demo_mode_sends_sms_to_review_by_admins() -> None:
+    """In demo mode send_sms waits for a holder of message:review, which owners and admins hold and members do not."""
+    catalog = build_catalog(load_settings(demo=True), HostConfig())
+    assert catalog.reviews == {"send_sms": "message:review"}
+    roles = catalog.roles.roles
+    assert "message:review" in roles["admin"]
+    assert "message:review" in roles["owner"]
+    assert "message:review" not in roles["member"]
+    assert "message:create" in roles["member"]
+
+
+def webhook_file(tmp_path: Path, url: str, **keys: str) -> Path:
+    path = tmp_path / "vernis.toml"
+    extra = "".join(f"{key} = {value}\n" for key, value in keys.items())
+    path.write_text(
+        f'[[webhooks]]\nurl = "{url}"\nevents = ["answer.completed"]\nsecret_env = "HOOK"\n{extra}'
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://crm.example.com/hooks", "http://127.0.0.1:9000/hooks", "http://localhost/h", "http://[::1]/h"],
+)
+def test_a_webhook_url_is_https_or_loopback(tmp_path: Path, url: str) -> None:
+    """A webhook goes to an https:// URL, or over plain http:// to loopback only; text and private receivers are off by default."""
+    config = load_config(webhook_file(tmp_path, url), environ={"HOOK": "s3cret"})
+    (webhook,) = config.webhooks
+    assert (webhook.url, webhook.events, webhook.secret_env) == (url, ["answer.completed"], "HOOK")
+    assert (webhook.include_text, webhook.allow_private) == (False, False)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://crm.example.com/hooks", "http://10.0.0.5/hooks", "ftp://crm.example.com/", "https:///nohost"],
+)
+def test_a_plain_http_webhook_beyond_loopback_is_refused(tmp_path: Path, url: str) -> None:
+    """A webhook URL that is not https (beyond loopback) stops the configuration, naming the key."""
+    path = webhook_file(tmp_path, url)
+    with pytest.raises(ConfigError, match=r"webhooks\.0\.url: .*https://"):
+        load_config(path, environ={"HOOK": "s3cret"})
+
+
+def test_a_webhook_needs_a_known_event_and_its_secret(tmp_path: Path) -> None:
+    """An unknown event, or a secret_env naming an unset variable, is refused with the key named."""
+    path = webhook_file(tmp_path, "https://crm.example.com/hooks")
+    with pytest.raises(
+        ConfigError, match=r"webhooks\.0\.secret_env: the environment variable HOOK is not set"
+    ):
+        load_config(path, environ={})
+    path.write_text(path.read_text().replace("answer.completed", "answer.started"))
+    with pytest.raises(ConfigError, match=r"webhooks\.0\.events\.0: "):
+        load_config(path, environ={"HOOK": "s3cret"})
+
+
+def test_two_webhooks_cannot_share_a_url(tmp_path: Path) -> None:
+    """Two [[webhooks]] entries with the same URL are refused (one entry lists all the events a receiver wants)."""
+    path = webhook_file(tmp_path, "https://crm.example.com/hooks")
+    path.write_text(path.read_text() * 2)
+    with pytest.raises(ConfigError, match="webhooks: two entries share a url"):
+        load_config(path, environ={"HOOK": "s3cret"})
+
+
+FALLBACKS = """
+[[model.fallbacks]]
+base_url = "https://openrouter.example/api/v1/"
+model = "deepseek/deepseek-chat"
+api_key_env = "OPENROUTER_KEY"
+
+[[model.fallbacks]]
+base_url = "http://127.0.0.1:11434/v1"
+model = "llama3.1"
+"""
+
+
+def test_model_fallbacks_are_read_in_order(tmp_path: Path) -> None:
+    """[[model.fallbacks]] entries keep their order, their model, key variable and base URL (trailing slash dropped)."""
+    path = tmp_path / "vernis.toml"
+    path.write_text(FALLBACKS)
+    config = load_config(path, environ={"OPENROUTER_KEY": "sk-or-1"})
+    assert [(f.base_url, f.model, f.api_key_env) for f in config.model.fallbacks] == [
+        ("https://openrouter.example/api/v1", "deepseek/deepseek-chat", "OPENROUTER_KEY"),
+        ("http://127.0.0.1:11434/v1", "llama3.1", None),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (FALLBACKS, "model.fallbacks.0.api_key_env: the environment variable OPENROUTER_KEY is not set"),
+        ('[[model.fallbacks]]\nbase_url = "ftp://x/v1"\nmodel = "m"\n', "model.fallbacks.0.base_url"),
+        ('[[model.fallbacks]]\nbase_url = "http://x/v1?key=1"\nmodel = "m"\n', "model.fallbacks.0.base_url"),
+        ('[[model.fallbacks]]\nbase_url = "http://x/v1"\nmodel = ""\n', "model.fallbacks.0.model"),
+        ('[[model.fallbacks]]\nbase_url = "http://x/v1"\n', "model.fallbacks.0.model"),
+        ('[[model.fallbacks]]\nbase_url = "http://x/v1"\nmodel = "m"\napi_key = "sk-1"\n', "api_key"),
+    ],
+)
+def test_fallback_mistakes_name_the_key(tmp_path: Path, text: str, message: str) -> None:
+    """A fallback whose key variable is unset, whose URL is not http(s) or has a query, without a model, or with a key written in the file raises one ConfigError naming the key."""
+    path = tmp_path / "vernis.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as raised:
+        load_config(path, environ={})
+    assert str(raised.value).startswith(f"{path}: ")
+    assert message in str(raised.value)

@@ -204,3 +204,26 @@ def test_several_workers_without_redis_are_refused_naming_the_setting(tmp_path: 
     assert result.returncode == 2, result.stderr
     assert "VERNIS_REDIS_URL" in result.stderr
     assert not (tmp_path / "v.db").exists()
+
+
+@pytest.mark.parametrize("variable", ["VERNIS_ADMIN_TOKEN", "VERNIS_METRICS_TOKEN"])
+@pytest.mark.parametrize("value", ["", "short-token", "x" * 31, "é" * 15])
+def test_bearer_tokens_shorter_than_32_bytes_are_refused(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    """An admin or metrics token shorter than 32 bytes (or empty) fails loading, naming the setting and the length asked, never the value."""
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValidationError) as caught:
+        load_settings()
+    message = str(caught.value)
+    assert variable.removeprefix("VERNIS_").lower() in message
+    assert "at least 32 bytes" in message
+    if value:
+        assert value not in message
+
+
+@pytest.mark.parametrize("variable", ["VERNIS_ADMIN_TOKEN", "VERNIS_METRICS_TOKEN"])
+def test_bearer_tokens_of_32_bytes_are_taken(monkeypatch: pytest.MonkeyPatch, variable: str) -> None:
+    """A token of 32 bytes (here 16 two-byte characters) is taken as it is."""
+    monkeypatch.setenv(variable, "é" * 16)
+    assert getattr(load_settings(), variable.removeprefix("VERNIS_").lower()) == "é" * 16

@@ -1,3 +1,5 @@
+"""`python -m vernis`: the `vernis` command."""
+
 import sys
 
 from vernis.cli import main

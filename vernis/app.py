@@ -2,10 +2,12 @@
 
 `build_catalog()` reads the configuration and loads the toolkits it names (plus the CRM in demo
 mode) and its MCP servers, each a toolkit; `create_app()` checks everything it can before serving
-(tokens can be verified, toolkits fit together) and connects to nothing. The lifespan opens the
-database engine and the model client, starts the toolkits (connecting to the MCP servers), recovers
-answers a previous process left half-written, and on shutdown stops taking sockets, lets running
-answers finish for `VERNIS_SHUTDOWN_GRACE` seconds and stores whatever is left as stopped.
+(tokens can be verified, toolkits fit together) and connects to nothing. The lifespan enters the
+shared resources (`vernis.runtime.open_services`: the database, the model client, the toolkits and
+their MCP servers, Redis, the hub) and the socket registry on one `AsyncExitStack`: a start that fails
+half-way closes what it had opened; on shutdown it stops taking sockets, lets running answers finish
+for `VERNIS_SHUTDOWN_GRACE` seconds, stores whatever is left as stopped, and closes the rest in
+reverse order.
 
 Product mode serves the socket, the API and the embeddable UI, nothing else. Demo mode adds the demo
 toolkits' host pages and login.
@@ -13,13 +15,11 @@ toolkits' host pages and login.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import gc
 import logging
 import os
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -31,35 +31,24 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-from vernis.api import api_routes
+from vernis.agui.run import Pages
 from vernis.config import ConfigError, HostConfig, load_config
-from vernis.context.page import PageContextResolver
-from vernis.context.window import WindowCache
-from vernis.db.engine import create_engine
-from vernis.db.transactions import transactions_for
-from vernis.guards import GuardPolicy, GuardService
-from vernis.identity.service import IdentityService
-from vernis.identity.tokens import TokenVerifier
-from vernis.metrics import Metrics
-from vernis.ops import ops_routes
-from vernis.services.answers import AnswerService, RunningAnswer
-from vernis.services.hub import EventHub, MemoryHub
-from vernis.services.limits import MemberRateLimiter, MemorySocketCap, RateLimiter, SocketCap
-from vernis.services.llm import ChatModel
-from vernis.services.openai_model import OpenAIChatModel
-from vernis.services.persistence import ConversationStore
-from vernis.services.quotas import MemoryQuotaCounter, QuotaPolicy, QuotaService, RedisQuotaCounter
-from vernis.services.redis_hub import RedisHub, RedisRateLimiter, RedisSocketCap, redis_client
-from vernis.services.revocations import MemoryRevocations, RedisRevocations, Revocations
-from vernis.services.runtime import Services
-from vernis.services.titles import TitleService
-from vernis.services.usage import UsageStore
+from vernis.hub.base import EventHub
+from vernis.identity.signing import SigningKeys
+from vernis.model.base import ChatModel
+from vernis.runtime import Services, open_services, running, verifier_from
+from vernis.session.questions import expire_questions
+from vernis.session.reviews import expire_reviews
 from vernis.settings import Settings, load_settings
 from vernis.tools import PagePattern, QuickAction, Toolkit, load_toolkits
-from vernis.tools.approvals import ApprovalService
 from vernis.tools.catalog import Catalog
-from vernis.web import web_routes
-from vernis.web.security import SecurityHeaders
+from vernis.web.agui import agui_routes
+from vernis.web.api import api_routes
+from vernis.web.assets import web_routes
+from vernis.web.attachments import attachment_routes
+from vernis.web.jwks import jwks_routes
+from vernis.web.ops import ops_routes
+from vernis.web.security import SecurityHeaders, security_headers
 from vernis.ws.encoder import encode
 from vernis.ws.endpoint import Sockets, assistant_socket
 
@@ -91,11 +80,16 @@ def toolkit_names(settings: Settings, config: HostConfig) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def build_catalog(settings: Settings, config: HostConfig | None = None) -> Catalog:
+def build_catalog(
+    settings: Settings, config: HostConfig | None = None, *, signing: SigningKeys | None = None
+) -> Catalog:
     """Everything the toolkits and the configuration bring, checked. Raises `ConfigError` or
-    `ToolkitError` with a message naming the file, key or toolkit at fault."""
+    `ToolkitError` with a message naming the file, key or toolkit at fault. `signing` signs the
+    tokens MCP servers receive (made from `settings` when left out; nothing is read or made yet)."""
     if config is None:
         config = load_config(settings.config)
+    if signing is None:
+        signing = signing_keys(settings)
     where = config.path or "the configuration"
     toolkits: list[Toolkit[Any]] = load_toolkits(toolkit_names(settings, config))
     taken = {toolkit.name for toolkit in toolkits}
@@ -108,7 +102,7 @@ def build_catalog(settings: Settings, config: HostConfig | None = None) -> Catal
             raise ConfigError(
                 f"{where}: mcp_servers.{index}.name: {server.name!r} is already a toolkit's name"
             )
-        servers[server.name] = McpToolkit(server)
+        servers[server.name] = McpToolkit(server, signing if server.forward_member_token else None)
     pages = []
     for index, entry in enumerate(config.pages):
         try:
@@ -132,7 +126,16 @@ def build_catalog(settings: Settings, config: HostConfig | None = None) -> Catal
         quick_actions=actions,
         assistant_name=config.assistant.name,
         instructions=config.assistant.instructions,
+        reviews=_reviews(settings, config, toolkits, where),
+        ask_user=config.assistant.ask_user,
     )
+    for index, reviewed in enumerate(config.reviews):
+        for name in reviewed.tools:
+            # An MCP server's tools are listed once it answers: its prefix is what can be checked.
+            if catalog.registry.get(name) is None and config.mcp_server_of(name) is None:
+                raise ConfigError(
+                    f"{where}: reviews.{index}.tools: {name!r} is no tool of the loaded toolkits"
+                )
     for page in pages:
         if page.entity_type not in catalog.entity_types():
             logger.warning(
@@ -144,16 +147,23 @@ def build_catalog(settings: Settings, config: HostConfig | None = None) -> Catal
     return catalog
 
 
-def verifier_from(settings: Settings) -> TokenVerifier:
-    """The verifier of the host's tokens; raises `ConfigError` naming the settings when none is set."""
-    return TokenVerifier(
-        secret=settings.jwt_secret,
-        public_key=settings.jwt_public_key,
-        jwks_url=settings.jwks_url,
-        issuer=settings.jwt_issuer,
-        audience=settings.jwt_audience,
-        org_claim=settings.jwt_org_claim,
-    )
+def _reviews(
+    settings: Settings, config: HostConfig, toolkits: list[Toolkit[Any]], where: object
+) -> dict[str, str]:
+    """Tool name -> its reviewer's permission (SPEC §23): the configuration's `[[reviews]]`, and in
+    demo mode the demo's for tools the configuration does not name."""
+    reviews: dict[str, str] = {}
+    for index, entry in enumerate(config.reviews):
+        for name in entry.tools:
+            if name in reviews:
+                raise ConfigError(f"{where}: reviews.{index}.tools: {name!r} is reviewed twice")
+            reviews[name] = entry.reviewer_permission
+    if settings.demo:
+        for toolkit in toolkits:
+            if toolkit.demo is not None:
+                for name, permission in toolkit.demo.reviews.items():
+                    reviews.setdefault(name, permission)
+    return reviews
 
 
 # In a serving process (`freeze_gc`): collections of the middle generation between two full
@@ -178,172 +188,100 @@ def create_app(
     and stops many apps, such as the test suite."""
     settings = settings or load_settings()
     config = load_config(settings.config)
-    catalog = catalog if catalog is not None else build_catalog(settings, config)
+    signing = signing_keys(settings)
+    catalog = catalog if catalog is not None else build_catalog(settings, config, signing=signing)
     verifier = verifier_from(settings)
+    # Read (or made) now, so that a key that cannot be read or kept stops the start.
+    forwarding = any(server.forward_member_token for server in config.mcp_servers)
+    jwks = jwks_routes(signing if forwarding or signing.configured else None)
+    if forwarding and settings.redis_url and not signing.configured:
+        logger.warning(
+            "VERNIS_SIGNING_KEY is not set: the tokens MCP servers receive are signed with a key kept "
+            "in this data directory; instances that do not share it must all set the same key"
+        )
     demo_routes: list[BaseRoute] = []
     if settings.demo:
         assert settings.jwt_secret is not None, "load_settings() makes a secret in demo mode"
         for _, demo in catalog.demos:
             demo_routes.extend(demo.routes(settings.jwt_secret))
-    options = {entry.name: entry.options for entry in config.toolkits}
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Any]]:
-        engine = create_engine(
-            settings.database_url,
-            pool_size=settings.database_pool_size,
-            statement_timeout=settings.database_statement_timeout,
-        )
-        transactions = transactions_for(engine, statement_timeout=settings.database_statement_timeout)
-        store = ConversationStore(engine, transactions=transactions)
-        await catalog.start(engine, options)
-        metrics = Metrics()
-        chat_model = model or _model_from(settings, metrics)
-        member_limiter: RateLimiter
-        socket_cap: SocketCap
-        redis = None
-        if settings.redis_url:
-            # Several instances (SPEC §10): events, leases and limits shared through Redis.
-            redis = redis_client(settings.redis_url)
-            prefix = settings.redis_prefix
-            redis_hub = RedisHub(redis, encode, prefix=prefix)
-            event_hub = hub or redis_hub
-            member_limiter = RedisRateLimiter(redis, settings.member_rate_limit, prefix=prefix)
-            socket_cap = RedisSocketCap(
-                redis, settings.max_sockets_per_member, prefix=prefix, ttl=3 * settings.auth_check_interval
-            )
-        else:
-            event_hub = hub or MemoryHub(encode)
-            member_limiter = MemberRateLimiter(settings.member_rate_limit)
-            socket_cap = MemorySocketCap(settings.max_sockets_per_member)
-        recovered = await _recover(store, event_hub, shared=redis is not None)
-        if recovered:
-            logger.warning("%d answers were interrupted by the last shutdown; marked failed", recovered)
-        hub_upkeep = asyncio.create_task(event_hub.run(), name="hub upkeep")
-        answers = AnswerService(store=store, hub=event_hub, model=chat_model, metrics=metrics)
-        quotas = QuotaService(
-            QuotaPolicy(
-                config.quotas,
-                member_daily_tokens=settings.member_daily_tokens,
-                org_monthly_tokens=settings.org_monthly_tokens,
-            ),
-            RedisQuotaCounter(redis) if redis is not None else MemoryQuotaCounter(),
-            UsageStore(engine, transactions),
-            prefix=settings.redis_prefix,
-        )
-
-        async def count_usage(answer: RunningAnswer, status: str) -> None:
-            spec = answer.spec
-            if spec.member_id is not None and spec.organization_id is not None:
-                input_tokens, output_tokens = answer.tokens()
-                await quotas.record(
-                    organization_id=spec.organization_id,
-                    member_id=spec.member_id,
-                    model=spec.loop.model,
-                    input_tokens=input_tokens,
-                    output_tokens=output_tokens,
+        async with AsyncExitStack() as stack:
+            services = await stack.enter_async_context(
+                open_services(
+                    settings,
+                    config,
+                    catalog,
+                    verifier=verifier,
+                    encode=encode,
+                    model=model,
+                    hub=hub,
+                    scripted=scripted,
                 )
-
-        answers.on_usage(count_usage)
-        revocations: Revocations = MemoryRevocations()
-        if redis is not None:
-            revocations = RedisRevocations(redis, prefix=settings.redis_prefix)
-        event_hub.on_stop(answers.stop)
-        if isinstance(event_hub, RedisHub):
-            event_hub.on_orphan(answers.end_orphan)
-        titles = TitleService(
-            model=chat_model, model_name=settings.title_model_name, store=store, hub=event_hub
-        )
-
-        async def title_after_first_exchange(answer: RunningAnswer, status: str) -> None:
-            if answer.spec.first_user_message is not None:
-                titles.schedule(answer.conversation_id, answer.spec.first_user_message, answer.text)
-
-        answers.on_stored(title_after_first_exchange)
-        services = Services(
-            settings=settings,
-            engine=engine,
-            store=store,
-            hub=event_hub,
-            model=chat_model,
-            answers=answers,
-            titles=titles,
-            windows=WindowCache(settings.window_messages),
-            catalog=catalog,
-            identity=IdentityService(verifier, engine, catalog.roles, transactions),
-            approvals=ApprovalService(engine, settings.approval_ttl),
-            member_limiter=member_limiter,
-            socket_cap=socket_cap,
-            pages=PageContextResolver(catalog.pages, catalog.resolvers, catalog.registry.resources),
-            guards=GuardService(GuardPolicy(config.guards), engine, on_finding=metrics.guard_finding),
-            scripted=scripted,
-            metrics=metrics,
-            quotas=quotas,
-            revocations=revocations,
-        )
-        logger.info(
-            "vernis started",
-            extra={
-                "model": settings.chat_model,
-                "llm_base_url": settings.llm_base_url,
-                "toolkits": [toolkit.name for toolkit in catalog.toolkits],
-                "demo": settings.demo,
-            },
-        )
-        if freeze_gc:
-            # Everything made at start (modules, the catalog, clients) lives as long as the process:
-            # kept out of the collector's full passes, which otherwise walk it all again and again,
-            # each pass a pause of every stream (p99 of a delta's latency).
-            gc.collect()
-            gc.freeze()
-            # A full collection walks every live object (sockets, tasks, windows: about 60,000 at
-            # 200 streams, 40-80 ms here, longer as the process grows); by default one runs after
-            # every 10 collections of the middle generation, every 4-5 s under load: those pauses
-            # were the paced p99 (61 ms, 36.7 ms without them). After 100, about once a minute, at
-            # the price of cyclic garbage living that long.
-            young, middle, _ = gc.get_threshold()
-            gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
-        sockets = Sockets()
-        revocations.on_revoke(sockets.revoke)
-        revocations_task = asyncio.create_task(revocations.run(), name="revocations")
-        watch = asyncio.create_task(
-            sockets.watch(services.identity, settings.auth_check_interval, socket_cap),
-            name="socket members watch",
-        )
-        try:
-            yield {"services": services, "sockets": sockets}
-        finally:
-            watch.cancel()
-            revocations_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await revocations_task
-            services.draining = True
-            await answers.shutdown(settings.shutdown_grace)
-            await titles.aclose()
-            await event_hub.aclose()
-            hub_upkeep.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await hub_upkeep
-            if redis is not None:
-                await redis.aclose()
-            if model is None:
-                await chat_model.aclose()
-            await catalog.stop()
-            await verifier.aclose()
-            await transactions.aclose()
-            await engine.dispose()
-            logger.info("vernis stopped")
+            )
+            logger.info(
+                "vernis started",
+                extra={
+                    "model": settings.chat_model,
+                    "llm_base_url": settings.llm_base_url,
+                    "toolkits": [toolkit.name for toolkit in catalog.toolkits],
+                    "demo": settings.demo,
+                },
+            )
+            if freeze_gc:
+                _freeze_gc()
+            sockets = Sockets()
+            services.revocations.on_revoke(sockets.revoke)
+            await stack.enter_async_context(
+                running(
+                    sockets.watch(services.identity, settings.auth_check_interval, services.socket_cap),
+                    "socket members watch",
+                )
+            )
+            if catalog.reviews:
+                await stack.enter_async_context(running(expire_reviews(services), "review expiry"))
+            if config.assistant.ask_user:
+                await stack.enter_async_context(running(expire_questions(services), "question expiry"))
+            agui = Pages(settings.client_tool_timeout)
+            stack.callback(agui.close)
+            yield {"services": services, "sockets": sockets, "agui": agui}
+        logger.info("vernis stopped")
 
     routes: list[BaseRoute] = [
         Route("/healthz", healthz),
         Route("/readyz", readyz),
         *api_routes(),
+        *agui_routes(),
+        *attachment_routes(),
+        *jwks,
         *ops_routes(),
         *demo_routes,
         *web_routes(),
     ]
     # Every HTTP response carries the security headers (CSP, nosniff, ...); sockets pass through.
-    return SocketFirst(Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(SecurityHeaders)]))
+    headers = security_headers(config.embed.image_origins)
+    return SocketFirst(
+        Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(SecurityHeaders, headers=headers)])
+    )
+
+
+def signing_keys(settings: Settings) -> SigningKeys:
+    """Vernis's signing key: `VERNIS_SIGNING_KEY`, else the data directory's (see
+    `vernis.identity.signing`). Raises `ConfigError` for a configured key that is unusable."""
+    return SigningKeys(settings.signing_key, settings.data_dir)
+
+
+def _freeze_gc() -> None:
+    """Everything made at start (modules, the catalog, clients) lives as long as the process: kept
+    out of the collector's full passes, which would otherwise walk it all again and again, each pass
+    a pause of every stream. Full collections run after `FULL_COLLECTION_EVERY` collections of the
+    middle generation instead of Python's 10, at the price of cyclic garbage living that long
+    (`bench/results/` has the measurements behind this choice)."""
+    gc.collect()
+    gc.freeze()
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
 
 
 def app_from_environment() -> SocketFirst:
@@ -372,31 +310,6 @@ class SocketFirst:
             await assistant_socket(WebSocket(scope, receive, send))
             return
         await self.app(scope, receive, send)
-
-
-async def _recover(store: ConversationStore, hub: EventHub, *, shared: bool) -> int:
-    """Answers left `streaming` by a process that died: alone, every one of them; with several
-    instances, only those whose conversation no live instance holds (no lease)."""
-    if not shared:
-        return await store.recover_interrupted()
-    orphans = [
-        message_id
-        for message_id, conversation_id in await store.streaming_answers()
-        if await hub.holder(conversation_id) is None
-    ]
-    return await store.fail_answers(orphans)
-
-
-def _model_from(settings: Settings, metrics: Metrics) -> ChatModel:
-    assert settings.llm_base_url is not None
-    return OpenAIChatModel(
-        base_url=settings.llm_base_url,
-        api_key=settings.llm_api_key,
-        stall_timeout=settings.llm_stall_timeout,
-        connect_timeout=settings.llm_connect_timeout,
-        max_retries=settings.llm_max_retries,
-        on_fault=metrics.llm_fault,
-    )
 
 
 async def healthz(request: Request) -> Response:

@@ -6,6 +6,8 @@ vernis seed-demo
 vernis token --sub S --org O [--role R] [--name N] [--email E] [--ttl SECONDS]
 vernis token EMAIL [--ttl SECONDS]            (a demo member)
 vernis check-config
+vernis webhooks list [--failed]                (the delivery log, newest first)
+vernis webhooks retry ID                       (send a failed delivery again)
 
 A configuration that cannot work (settings, the host configuration file, a toolkit) stops any
 command with one message naming what to fix, and exit status 2.
@@ -54,8 +56,8 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
     dependencies, chosen here rather than left to whatever happens to be installed.
     """
     return {
-        # uvloop's event loop and httptools' parser: the event loop's polling alone was an eighth of
-        # the CPU per streamed delta on the plain asyncio loop (PERF-NOTES).
+        # uvloop's event loop and httptools' parser: the plain asyncio loop's polling is a large
+        # share of the CPU per streamed delta, and uvloop's costs less.
         "loop": "uvloop",
         "http": "httptools",
         "ws": VernisProtocol,
@@ -84,7 +86,7 @@ def _serve(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {"demo": True} if args.demo else {}
     scripted_socket = None
     if args.scripted_model:
-        from vernis.scripted import SCRIPTED_CHAT_MODEL, SCRIPTED_TITLE_MODEL
+        from vernis.model.scripted import SCRIPTED_CHAT_MODEL, SCRIPTED_TITLE_MODEL
 
         # The scripted model gets a loopback server of its own, so that the main server's shutdown
         # (which drains its own connections) does not cut answers off mid-stream.
@@ -137,7 +139,7 @@ def _serve(args: argparse.Namespace) -> int:
         server.run()
         return 0
 
-    from vernis.scripted import ScriptedModel, default_scenarios
+    from vernis.model.scripted import ScriptedModel, default_scenarios
 
     scenarios = (
         [scenario for _, demo in catalog.demos for scenario in demo.scenarios()] if settings.demo else []
@@ -178,7 +180,7 @@ def _serve_workers(
     if settings.jwt_secret:
         environment["VERNIS_JWT_SECRET"] = settings.jwt_secret
     if scripted_socket is not None:
-        from vernis.scripted import ScriptedModel, default_scenarios
+        from vernis.model.scripted import ScriptedModel, default_scenarios
 
         environment |= {
             "VERNIS_LLM_BASE_URL": settings.llm_base_url or "",
@@ -225,7 +227,7 @@ def _loopback(host: str) -> bool:
 
 
 def _migrate(settings: Settings, catalog: Catalog) -> None:
-    from vernis.db.migrate import upgrade
+    from vernis.store.migrate import upgrade
 
     asyncio.run(upgrade(settings.database_url, branches=catalog.migrations))
 
@@ -235,7 +237,7 @@ def _stopped_gracefully(signum: int, frame: object) -> None:
 
 
 def _seed(settings: Settings, catalog: Catalog) -> None:
-    from vernis.db.engine import create_engine
+    from vernis.store.engine import create_engine
 
     async def run() -> None:
         engine = create_engine(settings.database_url)
@@ -265,6 +267,38 @@ def _seed_demo(args: argparse.Namespace) -> int:
     _migrate(settings, catalog)
     _seed(settings, catalog)
     return 0
+
+
+def _export_feedback(args: argparse.Namespace) -> int:
+    """The feedback export (`vernis.conversation.feedback`) to standard output, one JSON object a
+    line, as `GET /api/admin/feedback` answers it."""
+    import orjson
+
+    from vernis.conversation.feedback import feedback_records
+    from vernis.store.engine import create_engine
+    from vernis.web.ops import parse_since
+
+    try:
+        since = parse_since(args.since)
+    except ValueError:
+        print(f"vernis: --since {args.since!r} is not an ISO 8601 date or time", file=sys.stderr)
+        return 2
+    settings = load_settings()
+
+    async def run() -> int:
+        engine = create_engine(settings.database_url)
+        count = 0
+        try:
+            async for record in feedback_records(engine, since=since, org=args.org):
+                sys.stdout.buffer.write(orjson.dumps(record) + b"\n")
+                count += 1
+        finally:
+            await engine.dispose()
+        sys.stdout.flush()
+        print(f"vernis: {count} rated answers exported", file=sys.stderr)
+        return 0
+
+    return asyncio.run(run())
 
 
 def _token(args: argparse.Namespace) -> int:
@@ -308,8 +342,8 @@ def _token(args: argparse.Namespace) -> int:
 def _demo_claims(settings: Settings, email: str) -> dict[str, Any] | None:
     import sqlalchemy as sa
 
-    from vernis.db.engine import create_engine
-    from vernis.db.models import Member, Organization, table_of
+    from vernis.store.engine import create_engine
+    from vernis.store.models import Member, Organization, table_of
 
     member, organization = table_of(Member), table_of(Organization)
     query = (
@@ -338,8 +372,44 @@ def _demo_claims(settings: Settings, email: str) -> dict[str, Any] | None:
     return {"sub": row.external_id, "org": row.org, "role": row.role, "name": row.name, "email": row.email}
 
 
+def _webhooks(args: argparse.Namespace) -> int:
+    """The webhooks' delivery log (`vernis.webhooks.log`): list it, or send one delivery again."""
+    from uuid import UUID
+
+    from vernis.store.engine import create_engine
+    from vernis.webhooks.log import list_deliveries, retry_delivery
+
+    settings = load_settings()
+
+    async def run() -> int:
+        engine = create_engine(settings.database_url)
+        try:
+            if args.webhooks_command == "list":
+                records = await list_deliveries(engine, failed=args.failed)
+                for record in records:
+                    print(record.line())
+                if not records:
+                    print("no failed deliveries" if args.failed else "no deliveries")
+                return 0
+            try:
+                delivery_id = UUID(args.id)
+            except ValueError:
+                print(f"vernis: {args.id!r} is not a delivery id", file=sys.stderr)
+                return 2
+            if not await retry_delivery(engine, delivery_id):
+                print(f"vernis: no delivery {delivery_id} waiting or failed", file=sys.stderr)
+                return 1
+            print(f"delivery {delivery_id} is due again; a running Vernis sends it")
+            return 0
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())
+
+
 def _check_config(args: argparse.Namespace) -> int:
     from vernis.app import build_catalog, verifier_from
+    from vernis.attachments.stores import is_shared_store, store_location
     from vernis.config import load_config
     from vernis.tools.mcp import McpToolkit
 
@@ -347,6 +417,14 @@ def _check_config(args: argparse.Namespace) -> int:
     config = load_config(settings.config)
     catalog = build_catalog(settings, config)
     verifier_from(settings)
+    attachments = store_location(settings)
+    if settings.redis_url and not is_shared_store(settings):
+        # Several instances (SPEC §10): an upload one of them took must be readable by all of them.
+        raise ConfigError(
+            f"VERNIS_ATTACHMENT_STORE: several instances (VERNIS_REDIS_URL is set) need storage they all "
+            f"share: set it to s3://bucket/prefix (any S3-compatible store); {attachments} is a local "
+            "directory, which other machines do not see"
+        )
     servers = [toolkit for toolkit in catalog.toolkits if isinstance(toolkit, McpToolkit)]
     wait = 5.0
 
@@ -359,6 +437,9 @@ def _check_config(args: argparse.Namespace) -> int:
     print(f"assistant: {catalog.assistant_name}")
     names = ", ".join(f"{t.name} ({len(t.tools)} tools)" for t in catalog.toolkits) or "none"
     print(f"toolkits: {names}")
+    print(f"attachments: {attachments}")
+    for entry in config.webhooks:
+        print(f"webhook: {entry.url} ({', '.join(entry.events)})")
     if servers:
         print(f"MCP servers (each given at most {wait:g} s to answer):")
     for server, reason in zip(servers, down, strict=True):
@@ -417,6 +498,22 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "check-config", help="validate the configuration and toolkits; list the tools each role gets"
     ).set_defaults(handler=_check_config)
+
+    export = commands.add_parser(
+        "export-feedback", help="print the rated answers as JSON lines (e.g. > feedback.jsonl)"
+    )
+    export.add_argument("--since", help="ISO 8601 date or time of the oldest rating (default: all)")
+    export.add_argument("--org", help="only this organization (the host's id)")
+    export.set_defaults(handler=_export_feedback)
+
+    webhooks = commands.add_parser("webhooks", help="the webhooks' delivery log")
+    webhooks_commands = webhooks.add_subparsers(dest="webhooks_command", required=True)
+    listing = webhooks_commands.add_parser("list", help="the newest deliveries, newest first")
+    listing.add_argument("--failed", action="store_true", help="only those that failed for good")
+    retry = webhooks_commands.add_parser("retry", help="send a failed delivery again, now")
+    retry.add_argument("id", help="the delivery's id (as `list` shows it)")
+    for command in (listing, retry):
+        command.set_defaults(handler=_webhooks)
     return parser
 
 

@@ -8,21 +8,24 @@ writes its values to files there, and whichever worker is scraped reads all of t
 Gauges add up the live workers only (`livesum`).
 
 Names follow the OpenTelemetry GenAI conventions where one exists, `vernis_…` otherwise. No label
-holds a member, organization or conversation id. Nothing here is called per streamed delta: an
-answer is recorded once, at its end; frames are counted in batches by the socket.
+holds a member, organization or conversation id, and every label has a bounded set of values: a
+tool name the model made up is counted as `tool="(unknown)"`, never as a label of its own. Nothing
+here is called per streamed delta: an answer is recorded once, at its end; frames are counted in
+batches by the socket.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from vernis.exceptions import LLMError, LLMNotConfigured, LLMNotStarted, LLMStalled, LLMTruncated
 
-__all__ = ["CONTENT_TYPE", "MULTIPROC_ENV", "Metrics", "fault_kind"]
+__all__ = ["CONTENT_TYPE", "MULTIPROC_ENV", "UNKNOWN_TOOL", "Metrics", "fault_kind"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -31,10 +34,15 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 SECONDS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0)
 # Tokens of one answer: a short reply to a long context (the OpenTelemetry advice, shortened).
 TOKENS = (16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576)
+# The `tool` label of a call to a name that is no tool of the catalog.
+UNKNOWN_TOOL = "(unknown)"
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, *, is_tool: Callable[[str], bool] | None = None) -> None:
+        """`is_tool` says whether a name is a tool of the catalog (it may change while Vernis runs:
+        a remote toolkit's list); without it every tool is counted as `(unknown)`."""
+        self._is_tool = is_tool
         self.multiprocess = MULTIPROC_ENV in os.environ
         self.registry = CollectorRegistry(auto_describe=True)
         registry = self.registry
@@ -83,7 +91,8 @@ class Metrics:
         )
         self.messages_refused = Counter(
             "vernis_messages_refused",
-            "User messages refused before any model call, by reason (rate_limited, quota_exceeded).",
+            "Answers refused before any model call, by reason (rate_limited, quota_exceeded, "
+            "response_in_progress).",
             ["reason"],
             registry=registry,
         )
@@ -98,6 +107,12 @@ class Metrics:
         )
         self.frames_in = self.frames.labels("in")
         self.frames_out = self.frames.labels("out")
+        # Traces (SPEC §22): counted from the exporter's thread (prometheus-client is thread-safe).
+        self.trace_spans_dropped = Counter(
+            "vernis_trace_spans_dropped",
+            "Trace spans that could not be sent: the collector down, slow or refusing them.",
+            registry=registry,
+        )
 
     def answer_ended(
         self,
@@ -109,6 +124,7 @@ class Metrics:
         input_tokens: int,
         output_tokens: int,
         tool_outcomes: list[tuple[str, str]],
+        cached_tokens: int = 0,
     ) -> None:
         """Everything one answer adds, recorded at its end."""
         self.answers.labels(outcome).inc()
@@ -118,8 +134,16 @@ class Metrics:
         if input_tokens or output_tokens:
             self.token_usage.labels("chat", model, "input").observe(input_tokens)
             self.token_usage.labels("chat", model, "output").observe(output_tokens)
+        if cached_tokens:
+            # Of the input tokens, those the provider read from its prompt cache (SPEC §19).
+            self.token_usage.labels("chat", model, "cache_read").observe(cached_tokens)
         for tool, tool_outcome in tool_outcomes:
-            self.tool_calls.labels(tool, tool_outcome).inc()
+            self.tool_calls.labels(self.tool_label(tool), tool_outcome).inc()
+
+    def tool_label(self, name: str) -> str:
+        """The `tool` label of a call to `name`: the name of a tool of the catalog, else `(unknown)`
+        (the model may call any name: each one a new series would grow without bound)."""
+        return name if self._is_tool is not None and self._is_tool(name) else UNKNOWN_TOOL
 
     def guard_finding(self, where: str, category: str, action: str) -> None:
         """One finding of the guards (never its text: only where, what kind, what was done)."""

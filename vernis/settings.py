@@ -18,6 +18,8 @@ __all__ = ["DEFAULT_LLM_BASE_URL", "RateLimit", "Settings", "load_settings"]
 
 DEFAULT_LLM_BASE_URL = "http://127.0.0.1:11434/v1"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
+# The shortest bearer token the operations routes accept (VERNIS_METRICS_TOKEN, VERNIS_ADMIN_TOKEN).
+MIN_TOKEN_BYTES = 32
 
 
 class RateLimit:
@@ -45,7 +47,12 @@ class RateLimit:
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="VERNIS_", env_file=".env", extra="ignore", arbitrary_types_allowed=True
+        env_prefix="VERNIS_",
+        env_file=".env",
+        extra="ignore",
+        arbitrary_types_allowed=True,
+        # Settings hold secrets: an error names the setting and what is wrong, never the value.
+        hide_input_in_errors=True,
     )
 
     database_url: str = "sqlite+aiosqlite:///./vernis.db"
@@ -62,6 +69,15 @@ class Settings(BaseSettings):
     jwt_issuer: str | None = None
     jwt_audience: str | None = None
     jwt_org_claim: str = "org"
+    signing_key: str | None = Field(
+        default=None,
+        repr=False,
+        description="Vernis's own private key (Ed25519 or EC P-256, the PEM text or the path of a PEM "
+        "file), which signs the short-lived tokens MCP servers with `forward_member_token` receive "
+        "(their public keys at `GET /api/assistant/jwks`). Unset: one is made once per data "
+        "directory (`.vernis/signing-key.pem`); instances that do not share a data directory must "
+        "all set the same key.",
+    )
     # Demo mode (SPEC §13): the CRM toolkit, its demo data, demo host pages and login.
     demo: bool = False
     # The host configuration file (SPEC §14); `./vernis.toml` when present and this is unset.
@@ -85,9 +101,41 @@ class Settings(BaseSettings):
     member_rate_limit: Annotated[RateLimit, NoDecode] = Field(default_factory=lambda: RateLimit(20, 60))
     flood_limit: Annotated[RateLimit, NoDecode] = Field(default_factory=lambda: RateLimit(60, 10))
     window_messages: int = Field(50, ge=2)
+    context_budget_tokens: int = Field(
+        24_000,
+        ge=500,
+        description="Tokens (estimated) the conversation's history may take in a request; past them the "
+        "window drops its older messages at once, as at VERNIS_WINDOW_MESSAGES (SPEC §19).",
+    )
+    context_keep_recent: int = Field(
+        10,
+        ge=1,
+        description="Messages a full context window keeps when it drops (or summarises) the older ones "
+        "at once (SPEC §19).",
+    )
     rollover_messages: int = Field(50, ge=2)
+    store_reasoning: bool = Field(
+        True,
+        description="`0`: the reasoning a model streams is shown live but not stored with the answer "
+        "(SPEC §19).",
+    )
     max_tool_rounds: int = Field(8, ge=0)
     approval_ttl: float = 1800.0
+    review_ttl: float = Field(
+        7 * 24 * 3600.0,
+        gt=0,
+        description="Seconds a review request (SPEC §23) waits for a reviewer before it expires.",
+    )
+    # How long an approved write may run before it is ended as failed (`timeout`).
+    tool_timeout: float = Field(
+        30.0, gt=0, description="Seconds an approved write may run before it ends as a timeout."
+    )
+    client_tool_timeout: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds the host page has to answer a call of one of its own tools (SPEC §18) "
+        "before the call ends as a `timeout` and the answer goes on.",
+    )
     max_frame_bytes: int = Field(65536, ge=1024)
     max_sockets_per_member: int = Field(16, ge=1)
     ping_interval: float = 20.0
@@ -96,12 +144,59 @@ class Settings(BaseSettings):
     auth_check_interval: float = 30.0
     log_level: str = "INFO"
     # Operations (SPEC §15): a bearer token /metrics asks for when set; the admin API's, off when unset.
-    metrics_token: str | None = Field(default=None, repr=False)
-    admin_token: str | None = Field(default=None, repr=False)
+    metrics_token: str | None = Field(
+        default=None,
+        repr=False,
+        description="The bearer token `/metrics` asks for, at least 32 bytes (a shorter one stops the "
+        "start); unset: none.",
+    )
+    admin_token: str | None = Field(
+        default=None,
+        repr=False,
+        description="The bearer token of the admin API, at least 32 bytes (a shorter one stops the "
+        "start); unset: the API is off (404).",
+    )
     # Token quotas (SPEC §15): per member per UTC day, per organization per UTC month; None: none.
     member_daily_tokens: int | None = Field(default=None, ge=0)
     org_monthly_tokens: int | None = Field(default=None, ge=0)
     log_format: str = "json"
+    # Webhooks (SPEC §22): the first retry's wait (doubled after each failure, at most an hour), how
+    # long a delivery is retried, and how often the outbox is read for deliveries due.
+    webhook_backoff: float = Field(10.0, gt=0, description="Seconds before a webhook's first retry.")
+    webhook_retry_for: float = Field(24 * 3600.0, gt=0, description="Seconds a webhook is retried.")
+    webhook_poll_interval: float = Field(1.0, gt=0, description="Seconds between reads of the outbox.")
+    # Traces (SPEC §22) are on when OTEL_EXPORTER_OTLP_ENDPOINT is set (the standard OTEL_* variables).
+    trace_content: bool = Field(
+        False,
+        description="Message text, tool arguments and results in the trace spans too; off: ids, names, "
+        "counts and timings only.",
+    )
+    # Attachments (SPEC §21).
+    attachment_store: str | None = Field(
+        default=None,
+        description="Where uploaded files are kept: a directory (content-addressed; default "
+        "`attachments/` in the data directory) or `s3://bucket/prefix` on any S3-compatible store "
+        "(needed by several instances).",
+    )
+    attachment_s3_endpoint: str | None = Field(
+        default=None,
+        description="The S3-compatible server's URL (MinIO, Ceph, R2...); unset: AWS itself, or "
+        "`AWS_ENDPOINT_URL_S3`. Credentials and region come from the usual `AWS_*` variables.",
+    )
+    attachment_max_bytes: int = Field(
+        10 * 1024 * 1024, ge=1, description="The largest file one upload may hold (larger: 413)."
+    )
+    attachment_quota_bytes: int = Field(
+        200 * 1024 * 1024,
+        ge=0,
+        description="What one member's attachments may hold in all (over it: 429); 0: no quota.",
+    )
+    attachment_text_tokens: int = Field(
+        8000,
+        ge=1,
+        description="The most text (in tokens, about four characters each) a message's attachments "
+        "give the model; the rest is cut with a note.",
+    )
 
     @field_validator("allowed_origins", mode="before")
     @classmethod
@@ -115,6 +210,18 @@ class Settings(BaseSettings):
     def _split_names(cls, value: object) -> object:
         if isinstance(value, str):
             return [name.strip() for name in value.split(",") if name.strip()]
+        return value
+
+    @field_validator("metrics_token", "admin_token")
+    @classmethod
+    def _long_enough(cls, value: str | None) -> str | None:
+        # A bearer token is guessed over the network, as fast as the server answers: a short one (or
+        # an empty one, from a shell variable that was not set) is no lock. The value is never echoed.
+        if value is not None and len(value.encode()) < MIN_TOKEN_BYTES:
+            raise ValueError(
+                f"must be at least {MIN_TOKEN_BYTES} bytes long (`openssl rand -hex 32` makes one), "
+                f"got {len(value.encode())}; unset it to turn it off"
+            )
         return value
 
     @field_validator("rate_limit", "member_rate_limit", "flood_limit", mode="before")

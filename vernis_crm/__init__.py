@@ -25,9 +25,11 @@ from vernis_crm.tools import (
     messages,
     notifications,
     phone_numbers,
+    task_status,
     tasks,
     workflow,
 )
+from vernis_crm.tools.calls import CALL_SUMMARY_KIND, CALL_SUMMARY_SCHEMA
 
 __all__ = ["CATEGORY_ORDER", "PERSONA", "QUICK_ACTIONS", "toolkit"]
 
@@ -110,7 +112,7 @@ QUICK_ACTIONS = (
 
 def _tools() -> list[Tool]:
     modules = [analytics, calls, contacts, contacts_manage, infrastructure, messages, notifications]
-    modules += [phone_numbers, tasks, workflow]
+    modules += [phone_numbers, tasks, task_status, workflow]
     declared: list[Tool] = [tool for module in modules for tool in module.TOOLS]
     rank = {category: index for index, category in enumerate(CATEGORY_ORDER)}
     return sorted(declared, key=lambda tool: rank.get(tool.category, len(rank)))
@@ -151,6 +153,14 @@ toolkit: Toolkit[AsyncEngine] = Toolkit(
     quick_actions=QUICK_ACTIONS,
     persona=PERSONA,
     migrations=Path(__file__).resolve().parent / "migrations",
+    ui_kinds={CALL_SUMMARY_KIND: CALL_SUMMARY_SCHEMA},
     startup=_startup,
-    demo=Demo(seed=_seed, routes=_routes, scenarios=_scenarios, home="/contacts"),
+    demo=Demo(
+        seed=_seed,
+        routes=_routes,
+        scenarios=_scenarios,
+        home="/contacts",
+        # In demo mode an SMS a member approved waits for an owner's or an admin's review.
+        reviews={"send_sms": "message:review"},
+    ),
 )

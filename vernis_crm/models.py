@@ -37,7 +37,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
-from vernis.db.models import _tz, utcnow
+from vernis.store.models import _tz, utcnow
 
 __all__ = [
     "Analyzer",

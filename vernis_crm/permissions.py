@@ -2,6 +2,7 @@
 
 Permissions are `resource:action` strings. `owner` and `admin` hold all of them; `member` holds every
 read plus the contact, message, task, plan and notification writes; `viewer` holds the reads only.
+`message:review` (owners and admins) reviews the SMS members send in demo mode (SPEC §23).
 The core adds `assistant:use` for every role (and the AI-rules permission for owners and admins).
 """
 
@@ -9,7 +10,16 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["ADMIN_WRITES", "ALL_PERMISSIONS", "MEMBER_WRITES", "PERMISSIONS", "READS", "ROLE_GRANTS", "Role"]
+__all__ = [
+    "ADMIN_WRITES",
+    "ALL_PERMISSIONS",
+    "MEMBER_WRITES",
+    "PERMISSIONS",
+    "READS",
+    "REVIEWS",
+    "ROLE_GRANTS",
+    "Role",
+]
 
 
 class Role(enum.StrEnum):
@@ -57,7 +67,9 @@ ADMIN_WRITES = frozenset(
         "analyzer:update",
     }
 )
-ALL_PERMISSIONS = READS | MEMBER_WRITES | ADMIN_WRITES
+# Reviewing a write another member approved (SPEC §23): demo mode sends `send_sms` to review.
+REVIEWS = frozenset({"message:review"})
+ALL_PERMISSIONS = READS | MEMBER_WRITES | ADMIN_WRITES | REVIEWS
 
 PERMISSIONS = {
     permission: permission.replace(":", " ").replace("_", " ") for permission in sorted(ALL_PERMISSIONS)

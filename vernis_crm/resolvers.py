@@ -12,7 +12,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from vernis.db.models import table_of
+from vernis.store.models import table_of
 from vernis.tools import Entity, EntityResolver, PagePattern
 from vernis_crm import models as crm
 from vernis_crm.resources import CrmContext

@@ -32,7 +32,17 @@ from pydantic import (
     ValidationError,
 )
 
-from vernis.tools import Entity, PagePattern, QuickAction, ToolFailure, Toolkit, ToolkitEnv, ToolkitError
+from vernis.tools import (
+    Entity,
+    PagePattern,
+    QuickAction,
+    Shown,
+    ToolFailure,
+    Toolkit,
+    ToolkitEnv,
+    ToolkitError,
+    block,
+)
 from vernis_helpdesk.client import HelpdeskContext, call_api
 
 __all__ = [
@@ -115,6 +125,35 @@ async def _shutdown(client: httpx.AsyncClient) -> None:
     await client.aclose()
 
 
+# The toolkit's own UI block kind (SPEC §16): a ticket's conversation, which a host page can draw
+# with a renderer of its own (`el.registerRenderer("helpdesk.ticket_thread", ...)`).
+THREAD_KIND = "helpdesk.ticket_thread"
+THREAD_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["ticket_id", "subject", "status", "comments"],
+    "additionalProperties": False,
+    "properties": {
+        "ticket_id": {"type": "string"},
+        "subject": {"type": "string"},
+        "status": {"type": "string"},
+        "url": {"type": "string"},
+        "comments": {
+            "type": "array",
+            "maxItems": 50,
+            "items": {
+                "type": "object",
+                "required": ["author", "body", "at"],
+                "additionalProperties": False,
+                "properties": {
+                    "author": {"type": "string"},
+                    "body": {"type": "string"},
+                    "at": {"type": "string"},
+                },
+            },
+        },
+    },
+}
+
 toolkit: Toolkit[httpx.AsyncClient] = Toolkit(
     "helpdesk",
     description="An example helpdesk: tickets, read and changed through the host's own API as the user.",
@@ -126,6 +165,7 @@ toolkit: Toolkit[httpx.AsyncClient] = Toolkit(
         "viewer": [VIEW],
     },
     pages=[PagePattern("/tickets/{id}", "ticket")],
+    ui_kinds={THREAD_KIND: THREAD_SCHEMA},
     quick_actions=QUICK_ACTIONS,
     persona=PERSONA,
     startup=_startup,
@@ -208,9 +248,20 @@ async def find_tickets(ctx: HelpdeskContext, args: FindTicketsArgs) -> dict[str,
 
 
 @toolkit.tool(permission=VIEW, category=CATEGORY)
-async def get_ticket(ctx: HelpdeskContext, args: GetTicketArgs) -> dict[str, Any]:
+async def get_ticket(ctx: HelpdeskContext, args: GetTicketArgs) -> Shown:
     """Get one ticket with its details and every comment, oldest first."""
-    return await _ticket(ctx, args.ticket_id)
+    ticket = await _ticket(ctx, args.ticket_id)
+    thread = {
+        "ticket_id": ticket["id"],
+        "subject": ticket["subject"],
+        "status": ticket["status"],
+        "url": f"/tickets/{ticket['id']}",
+        "comments": [
+            {"author": c["author_name"] or c["author"], "body": c["body"], "at": c["created_at"]}
+            for c in ticket["comments"][-50:]
+        ],
+    }
+    return Shown(ticket, ui=[block(THREAD_KIND, thread)])
 
 
 async def _preview_status(ctx: HelpdeskContext, args: SetTicketStatusArgs) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from vernis.tools import ToolContext, ToolFailure
+from vernis.tools import ToolContext, ToolFailure, trace_headers
 
 __all__ = ["FIND_HINT", "HelpdeskContext", "call_api"]
 
@@ -49,7 +49,8 @@ async def call_api(
             path,
             params=params,
             json=json,
-            headers={"Authorization": f"Bearer {ctx.token}"},
+            # The helpdesk joins the answer's trace (SPEC §22) when Vernis sends traces.
+            headers={"Authorization": f"Bearer {ctx.token}", **trace_headers()},
         )
     except httpx.TimeoutException:
         raise ToolFailure(

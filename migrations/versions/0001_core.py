@@ -3,7 +3,7 @@
 Revision ID: 0001
 Revises:
 
-Mirrors `vernis.db.models` as of this revision, written out in full (no import of the models) so
+Mirrors `vernis.store.models` as of this revision, written out in full (no import of the models) so
 that later changes to the models never rewrite history.
 """
 

@@ -1,5 +1,6 @@
 // The assistant's configuration, from the server it talks to (SPEC §11, §14): its name, whether the
-// answers are scripted, and the quick actions this member may use (the server has already left out
+// answers are scripted, the origins images may load from besides the server's, and the quick
+// actions this member may use (the server has already left out
 // those their permissions do not allow). An action with entity types belongs only on pages showing
 // one of them ("Summarize this contact"); one without belongs everywhere.
 
@@ -8,7 +9,7 @@ const MAX_NAME_CHARS = 60;
 
 /** The configuration until the server's arrives, and when it cannot be had: no quick actions. */
 export function defaultConfig() {
-  return { name: DEFAULT_NAME, scripted: false, quickActions: [], pages: [] };
+  return { name: DEFAULT_NAME, scripted: false, quickActions: [], pages: [], imageOrigins: [], reviewer: false, navigable: [] };
 }
 
 /**
@@ -66,6 +67,8 @@ export function parseConfig(body) {
     config.name = body.name.trim().slice(0, MAX_NAME_CHARS);
   }
   config.scripted = body.scripted === true;
+  // Whether this member reviews others' writes: the panel shows its Reviews view.
+  config.reviewer = body.reviewer === true;
   const actions = Array.isArray(body.quick_actions) ? body.quick_actions : [];
   for (const action of actions) {
     if (!action || typeof action.label !== "string" || typeof action.prompt !== "string") {
@@ -77,6 +80,11 @@ export function parseConfig(body) {
     const types = Array.isArray(action.entity_types) ? action.entity_types.filter((type) => typeof type === "string") : [];
     config.quickActions.push({ label: action.label, prompt: action.prompt, entityTypes: types });
   }
+  // Origins only (`https://cdn.example.com`), as the server checked them: anything else is left out.
+  const origins = Array.isArray(body.image_origins) ? body.image_origins : [];
+  config.imageOrigins = origins.filter((origin) => typeof origin === "string" && originOf(origin) === origin);
+  // The routes the page's `navigate` tool may open (SPEC §18): paths, `{name}` for one segment.
+  config.navigable = (Array.isArray(body.navigable) ? body.navigable : []).filter((route) => typeof route === "string" && route.startsWith("/"));
   const pages = Array.isArray(body.pages) ? body.pages : [];
   for (const page of pages) {
     const pattern = page && typeof page.route === "string" && typeof page.entity_type === "string" ? routePattern(page.route) : null;
@@ -85,6 +93,15 @@ export function parseConfig(body) {
     }
   }
   return config;
+}
+
+function originOf(text) {
+  try {
+    const url = new URL(text);
+    return /^https?:$/.test(url.protocol) ? url.origin : null;
+  } catch {
+    return null;
+  }
 }
 
 const ID_PART = "[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}";

@@ -2,8 +2,9 @@
 // notices a dead link (no pong) and the browser going offline, and reports its state.
 //
 // States: "connecting" (first attempt), "connected", "reconnecting" (lost, trying again), "offline"
-// (the browser is offline, or several attempts in a row failed; it keeps trying in the background),
-// "signed-out" (the server ended the session: 4401, and no new token can be had).
+// (the browser says it is offline), "unavailable" (online, but several attempts in a row failed:
+// Vernis is down or unreachable, or the host's `getToken` failed, as `cause` says; it keeps trying
+// in the background), "signed-out" (the server ended the session: 4401, and no new token can be had).
 //
 // After a 4401 (token expired or replaced by a bad one), a connection whose host gives tokens
 // (`renewable()`) reconnects at once with a fresh one, at most once per RENEW_INTERVAL_MS: a second
@@ -18,7 +19,7 @@ export const CLOSE_AUTH_EXPIRED = 4401;
 const PROTOCOL = "vernis.v1";
 const BACKOFF_BASE_MS = 500;
 const BACKOFF_MAX_MS = 15000;
-const OFFLINE_AFTER_FAILURES = 4;
+const UNAVAILABLE_AFTER_FAILURES = 4;
 const IDLE_PING_MS = 25000;
 const PONG_TIMEOUT_MS = 10000;
 const RENEW_INTERVAL_MS = 10000;
@@ -45,6 +46,8 @@ export class Connection extends EventTarget {
     this.nextRetryAt = null;
     this.stopped = false;
     this.opening = false;
+    // Why the last attempt failed: "server" (not reached, or closed) or "token" (getToken failed).
+    this.cause = null;
     this.onOnline = () => this.reconnectNow();
     this.onOffline = () => this.drop("offline");
     window.addEventListener("online", this.onOnline);
@@ -131,7 +134,14 @@ export class Connection extends EventTarget {
     this.opening = true;
     let socket;
     try {
-      const protocols = await this.protocols();
+      let protocols;
+      try {
+        protocols = await this.protocols();
+      } catch (error) {
+        console.warn("Vernis: no token from the host page (getToken failed)", error);
+        this.failed("token");
+        return;
+      }
       socket = new WebSocket(this.url(), protocols);
     } catch (error) {
       console.warn("Vernis: cannot open the socket", error);
@@ -151,7 +161,10 @@ export class Connection extends EventTarget {
     };
     socket.onmessage = (message) => {
       // Anything arriving proves the link is alive.
-      clearTimeout(this.pongTimer);
+      if (this.pongTimer !== null) {
+        clearTimeout(this.pongTimer);
+        this.pongTimer = null;
+      }
       this.armKeepalive();
       let event;
       try {
@@ -216,13 +229,18 @@ export class Connection extends EventTarget {
     socket.onopen = socket.onmessage = socket.onclose = null;
   }
 
-  failed() {
+  /** An attempt failed (`cause`: "server" or "token"): retried with backoff. */
+  failed(cause = "server") {
     if (this.stopped) {
       return;
     }
     this.failures += 1;
-    const offline = navigator.onLine === false || this.failures >= OFFLINE_AFTER_FAILURES;
-    this.setState(offline ? "offline" : "reconnecting");
+    this.cause = cause;
+    if (navigator.onLine === false) {
+      this.setState("offline");
+    } else {
+      this.setState(this.failures >= UNAVAILABLE_AFTER_FAILURES ? "unavailable" : "reconnecting");
+    }
     this.scheduleRetry();
   }
 
@@ -240,19 +258,34 @@ export class Connection extends EventTarget {
     this.dispatchEvent(new CustomEvent("state", { detail: this.snapshot() }));
   }
 
+  /** The link was used now: a ping goes after IDLE_PING_MS of silence. Called for every frame in
+   * and out, so it only notes the time; the one timer re-arms itself for what is left. */
   armKeepalive() {
-    clearTimeout(this.pingTimer);
+    this.lastActivity = Date.now();
+    if (this.pingTimer === null) {
+      this.waitForSilence(IDLE_PING_MS);
+    }
+  }
+
+  waitForSilence(delay) {
     this.pingTimer = setTimeout(() => {
+      this.pingTimer = null;
+      const quiet = Date.now() - this.lastActivity;
+      if (quiet < IDLE_PING_MS) {
+        this.waitForSilence(IDLE_PING_MS - quiet);
+        return;
+      }
       if (this.send({ type: "ping" })) {
         clearTimeout(this.pongTimer);
         this.pongTimer = setTimeout(() => this.drop(), PONG_TIMEOUT_MS);
       }
-    }, IDLE_PING_MS);
+    }, delay);
   }
 
   clearKeepalive() {
     clearTimeout(this.pingTimer);
     clearTimeout(this.pongTimer);
+    this.pingTimer = this.pongTimer = null;
   }
 
   setState(state) {
@@ -264,6 +297,6 @@ export class Connection extends EventTarget {
   }
 
   snapshot() {
-    return { state: this.state, nextRetryAt: this.nextRetryAt, failures: this.failures };
+    return { state: this.state, nextRetryAt: this.nextRetryAt, failures: this.failures, cause: this.cause };
   }
 }

@@ -28,6 +28,7 @@ export function humanize(name) {
 const ICONS = {
   chat: "M5 5h14a1 1 0 0 1 1 1v9a1 1 0 0 1-1 1h-7l-4 3.5V16H5a1 1 0 0 1-1-1V6a1 1 0 0 1 1-1Z",
   close: "M6 6l12 12M18 6 6 18",
+  paperclip: "M16.5 7.5 9 15a2 2 0 0 0 2.8 2.8l7.8-7.8a4 4 0 0 0-5.7-5.7L6 12.2a6 6 0 0 0 8.5 8.5l6-6",
   expand: "M14 4h6v6M10 20H4v-6M20 4l-7 7M4 20l7-7",
   collapse: "M20 4l-6 6m0-5v5h5M4 20l6-6m0 5v-5H5",
   list: "M4 6h16M4 12h16M4 18h10",
@@ -39,6 +40,7 @@ const ICONS = {
   back: "M15 6l-6 6 6 6",
   copy: "M9 9h10v10H9zM5 15V5h10",
   refresh: "M20 11a8 8 0 1 0-2.3 5.7M20 5v6h-6",
+  review: "M12 3l7 3v5c0 4.5-3 8-7 10-4-2-7-5.5-7-10V6l7-3ZM8.5 12l2.5 2.5 4.5-5",
 };
 
 export function icon(name) {
@@ -86,4 +88,22 @@ export function relativeTime(iso, now = Date.now()) {
     return "yesterday";
   }
   return new Date(then).toLocaleDateString(undefined, { month: "short", day: "numeric", year: "numeric" });
+}
+
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+// A time as tools give it: ISO 8601 in the organization's time zone (with its offset).
+const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?$/;
+
+/** A scalar as people read it: Yes / No, a tool's ISO time as "Nov 26, 2026, 10:15", else its text. */
+export function readable(value) {
+  if (typeof value === "boolean") {
+    return value ? "Yes" : "No";
+  }
+  const time = typeof value === "string" ? ISO_TIME.exec(value) : null;
+  if (time) {
+    // Its own wall-clock time (the organization's), not converted to the browser's zone.
+    const [, year, month, day, hour, minute] = time;
+    return `${MONTHS[Number(month) - 1]} ${Number(day)}, ${year}, ${hour}:${minute}`;
+  }
+  return String(value);
 }

@@ -14,28 +14,44 @@
 // - Events on the element (they bubble out of the shadow root): `vernis:open` (also when the panel
 //   reopens itself on the next page of the same tab), `vernis:close`, and
 //   `vernis:tool-completed` {toolName, status, summary, callId, conversationId} when a tool call ends
-//   ("ok", "error" or "rejected"), so the host refreshes what a write changed.
+//   ("ok", "error", "rejected" or "expired"; not while a write waits for approval or for a reviewer),
+//   so the host refreshes what a write changed.
 // - `theme` attribute ("light", "dark", "auto") and the `--vernis-*` custom properties: assistant.css.
 // - `layout` attribute: "overlay" (default: the open panel covers the page's right edge) or "push"
 //   (the open side panel narrows the page instead: `<body>` gets a right margin of the panel's width,
 //   so the host's own header controls stay in view; not in full screen, nor on a narrow screen).
-// - `element.open()`, `element.close()`.
+// - `element.onSignedOut = () => ...`: called when the server ends the session and no new token
+//   can be had (4401), e.g. to send the user to the host's sign-in page; with `getToken`, the panel
+//   also offers "Sign in again", which asks it anew.
+// - `element.open()`, `element.close()`; `element.send(text)` sends a message as if typed (false
+//   when it cannot go now), `element.prefill(text)` puts text in the input without sending it.
+// - The host page's own tools (SPEC §18, clienttools.js): `element.registerTool({name, description,
+//   parameters, write, handler})`, `element.unregisterTool(name)`, and `element.navigate = (url) =>
+//   ...` (also how relative links in UI blocks open), which gives the assistant a `navigate` tool
+//   limited to the server's `navigable` routes; `element.registerRenderer(kind, render)`.
 // The assistant's name and the quick actions of an empty conversation come from the server
 // (`GET /api/assistant/config`); until they arrive, and if they cannot, it is "Vernis" with none.
 // Shortcuts: Ctrl+/ (⌘/ on a Mac) opens and closes it; Escape closes the picker, then the panel.
 
+import { Composer, dataUrl, fetchAttachment } from "./attachments.js";
 import { defaultConfig, entityForRoute, fetchConfig, probeSession, quickActionsFor } from "./config.js";
+import { ClientTools } from "./clienttools.js";
 import { Connection } from "./connection.js";
 import { h, icon } from "./dom.js";
 import { TokenRefresher, hostEvent, normalizePageContext, toolSummary } from "./host.js";
 import { loadMarkdown } from "./markdown.js";
-import { MessageList } from "./messages.js";
+import { MessageList, prepareDates } from "./messages.js";
 import { Picker } from "./picker.js";
+import { Questions } from "./questions.js";
+import { appendReasoning } from "./reasoning.js";
+import { ReviewsView } from "./reviews.js";
 import { Session } from "./session.js";
 
 const BASE = new URL("./", import.meta.url);
 const STORAGE_KEY = "vernis.assistant";
 const MAX_CHARS = 8000;
+// The general quick actions an empty conversation shows at first (the rest behind "More").
+const QUICK_ACTIONS_SHOWN = 4;
 // The counter shows from here on (90 % of the limit).
 const COUNT_FROM = 7200;
 const CONNECTION_TEXT = {
@@ -43,8 +59,11 @@ const CONNECTION_TEXT = {
   connected: "Connected",
   reconnecting: "Reconnecting…",
   offline: "Offline, retrying",
+  unavailable: "Can't reach the assistant, retrying",
   "signed-out": "Signed out",
 };
+// While unavailable because the host page's getToken failed (not the server).
+const NO_TOKEN_TEXT = "Can't get a session from this page, retrying";
 
 export class VernisAssistant extends HTMLElement {
   static observedAttributes = ["entity-type", "entity-id", "layout"];
@@ -54,7 +73,14 @@ export class VernisAssistant extends HTMLElement {
     /** Optional, older name of the host's `getToken`: `async () => jwt`. */
     this.tokenProvider = null;
     this.hostGetToken = null;
+    this.hostSignedOut = null;
+    // The "Your session has ended" notice while signed out (one, gone once connected again).
+    this.signedOutNotice = null;
     this.givenPageContext = null;
+    // The host's UI block renderers (`registerRenderer`), kept from before the panel is built.
+    this.renderers = new Map();
+    // The host page's tools (SPEC §18), declared on every (re)connection.
+    this.clientTools = new ClientTools((command) => Boolean(this.connection && this.connection.connected && this.connection.send(command)));
     this.started = false;
     this.config = defaultConfig();
     // Whether `config` is the server's; while it is not, each (re)connection asks again.
@@ -68,7 +94,7 @@ export class VernisAssistant extends HTMLElement {
     );
     // A host may set these before this element's module ran (an inline script after the tag): the
     // values sit on the instance then, shadowing the class's accessors. Put them through the setters.
-    for (const name of ["getToken", "pageContext"]) {
+    for (const name of ["getToken", "pageContext", "navigate", "onSignedOut"]) {
       if (Object.prototype.hasOwnProperty.call(this, name)) {
         const value = this[name];
         delete this[name];
@@ -84,6 +110,7 @@ export class VernisAssistant extends HTMLElement {
     document.addEventListener("keydown", this.onDocumentKey);
     document.addEventListener("focusin", this.onDocumentFocus);
     window.addEventListener("resize", this.onResize);
+    this.panelSize.observe(this.panel);
     // After the host's own code in this task, which may set `getToken` right after adding the element.
     queueMicrotask(() => this.loadConfig());
     const saved = this.saved();
@@ -99,6 +126,7 @@ export class VernisAssistant extends HTMLElement {
     document.removeEventListener("keydown", this.onDocumentKey);
     document.removeEventListener("focusin", this.onDocumentFocus);
     window.removeEventListener("resize", this.onResize);
+    this.panelSize.disconnect();
     this.updatePush();
     this.tokens.stop();
     if (this.connection) {
@@ -132,7 +160,7 @@ export class VernisAssistant extends HTMLElement {
           body.style.transition = "margin-right 0.24s cubic-bezier(0.2, 0.7, 0.2, 1)";
         }
       }
-      body.style.marginRight = getComputedStyle(this.panel).width;
+      body.style.marginRight = `${this.panel.getBoundingClientRect().width}px`;
       document.documentElement.setAttribute("data-vernis-pushed", "");
     } else if (this.pushedFrom !== undefined) {
       body.style.marginRight = this.pushedFrom;
@@ -162,6 +190,16 @@ export class VernisAssistant extends HTMLElement {
     }
   }
 
+  /** The host's callback when the server ends the session and no new token can be had (4401):
+   * `() => void`, e.g. to send the user to the host's sign-in page. */
+  get onSignedOut() {
+    return this.hostSignedOut;
+  }
+
+  set onSignedOut(callback) {
+    this.hostSignedOut = typeof callback === "function" ? callback : null;
+  }
+
   /**
    * What the page shows, as sent with each message: the host's `pageContext` when it set one (its
    * route, else the page's), else the element's `entity-type` / `entity-id` attributes (or
@@ -171,9 +209,10 @@ export class VernisAssistant extends HTMLElement {
   get pageContext() {
     const given = this.givenPageContext;
     if (given) {
-      return { route: location.pathname, ...given };
+      return { route: location.pathname.slice(0, 256), ...given };
     }
-    const context = { route: location.pathname };
+    // The server takes a path of at most 256 characters.
+    const context = { route: location.pathname.slice(0, 256) };
     const body = document.body ? document.body.dataset : {};
     const type = this.getAttribute("entity-type") || this.dataset.entityType || body.entityType;
     const id = this.getAttribute("entity-id") || this.dataset.entityId || body.entityId;
@@ -189,6 +228,24 @@ export class VernisAssistant extends HTMLElement {
       }
     }
     return context;
+  }
+
+  /** The host's router, `(url) => void` (SPEC §18): opens relative links, and is the `navigate` tool. */
+  get navigate() {
+    return this.clientTools.navigateTo;
+  }
+
+  set navigate(navigate) {
+    this.clientTools.setNavigate(navigate);
+  }
+
+  /** Host API (SPEC §18): a tool of this page the assistant may call; see clienttools.js. */
+  registerTool(tool) {
+    this.clientTools.register(tool);
+  }
+
+  unregisterTool(name) {
+    this.clientTools.unregister(name);
   }
 
   set pageContext(value) {
@@ -239,15 +296,40 @@ export class VernisAssistant extends HTMLElement {
     this.pickerToggle = this.iconButton("list", "Conversations", "picker-toggle", () => this.togglePicker());
     this.pickerToggle.setAttribute("aria-expanded", "false");
     this.pickerToggle.setAttribute("aria-controls", "vernis-picker");
+    // Reviewers only (the server's config says `reviewer`): the writes waiting for their review.
+    this.reviewsCount = h("span", { class: "reviews-count", hidden: "" });
+    this.reviewsToggle = this.iconButton("review", "Reviews", "reviews-toggle", () => this.toggleReviews());
+    this.reviewsToggle.append(this.reviewsCount);
+    this.reviewsToggle.setAttribute("aria-expanded", "false");
+    this.reviewsToggle.setAttribute("aria-controls", "vernis-reviews");
+    this.reviewsToggle.hidden = true;
+    this.reviews = new ReviewsView(
+      {
+        answer: (reviewId, approved, note) => this.session.reviewTool(reviewId, approved, note),
+        close: () => this.closeReviews({ focus: true }),
+      },
+      (count) => {
+        this.reviewsCount.textContent = String(count);
+        this.reviewsCount.hidden = count === 0;
+        this.reviewsToggle.setAttribute("aria-label", count ? `Reviews (${count} waiting)` : "Reviews");
+      },
+    );
     this.newChatButton = this.iconButton("plus", "New chat", "new-chat", () => this.newChat());
     this.expandButton = this.iconButton("expand", "Expand to full screen", "expand", () => this.setExpanded(!this.expanded));
     this.expandButton.setAttribute("aria-pressed", "false");
     this.closeButton = this.iconButton("close", "Close assistant", "close", () => this.close());
 
-    this.scriptedNote = h("p", { class: "scripted-note", role: "note", hidden: "" }, [
-      h("strong", {}, "Demo mode: "),
-      "answers come from a scripted model, not from a real AI. They are canned.",
+    const dismissNote = h("button", { type: "button", class: "icon-button small dismiss", "aria-label": "Dismiss this note", title: "Dismiss" }, [icon("close")]);
+    this.scriptedNote = h("div", { class: "scripted-note", role: "note", hidden: "" }, [
+      h("p", {}, [h("strong", {}, "Scripted answers: "), "answers come from a scripted model, not from a real AI. They are canned."]),
+      dismissNote,
     ]);
+    dismissNote.addEventListener("click", () => {
+      // Gone for the rest of the tab's session (the next pages of the host included).
+      this.scriptedNote.hidden = true;
+      this.persist({ scriptedNoteDismissed: true });
+      this.input.focus();
+    });
 
     this.log = h("div", { class: "log", role: "log", "aria-label": "Conversation", tabindex: "0" });
     this.picker = new Picker({
@@ -277,14 +359,24 @@ export class VernisAssistant extends HTMLElement {
       this.sizeInput();
       this.updateCounter();
     });
+    // Files for the next message (SPEC §21): the attach button, a paste, or a drop on the panel.
+    this.files = new Composer({ server: () => this.serverOrigin, token: () => this.hostToken(), changed: () => this.updateComposer() });
+    this.input.addEventListener("paste", (event) => {
+      const files = Array.from((event.clipboardData && event.clipboardData.files) || []);
+      if (files.length) {
+        event.preventDefault();
+        this.files.add(files);
+      }
+    });
     this.sendButton = h("button", { type: "submit", class: "icon-button primary send", "aria-label": "Send", title: "Send" }, [icon("send")]);
     this.stopButton = h("button", { type: "button", class: "icon-button stop", "aria-label": "Stop the answer", title: "Stop", hidden: "" }, [icon("stop")]);
     this.stopButton.addEventListener("click", () => this.session.stop());
     const composer = h("form", { class: "composer", "aria-label": "Message the assistant" }, [
       h("label", { class: "sr-only", for: "vernis-input" }, "Message"),
-      h("div", { class: "composer-row" }, [this.input, this.sendButton, this.stopButton]),
+      this.files.element,
+      h("div", { class: "composer-row" }, [this.files.button, this.input, this.sendButton, this.stopButton]),
       h("div", { class: "composer-foot" }, [
-        h("p", { id: "vernis-hint", class: "hint" }, "Enter to send · Shift+Enter for a new line"),
+        (this.hint = h("p", { id: "vernis-hint", class: "hint" }, "Enter to send · Shift+Enter for a new line")),
         (this.counter = h("p", { id: "vernis-counter", class: "counter", "aria-live": "polite", hidden: "" })),
       ]),
     ]);
@@ -300,12 +392,13 @@ export class VernisAssistant extends HTMLElement {
         h("div", { class: "header" }, [
           this.pickerToggle,
           h("div", { class: "heading" }, [this.titleElement, this.subline]),
+          this.reviewsToggle,
           this.newChatButton,
           this.expandButton,
           this.closeButton,
         ]),
         this.scriptedNote,
-        h("div", { class: "body" }, [this.picker.element, this.log]),
+        h("div", { class: "body" }, [this.picker.element, this.reviews.element, this.log]),
         composer,
       ],
     );
@@ -327,15 +420,48 @@ export class VernisAssistant extends HTMLElement {
     });
 
     root.append(this.launcher, this.panel);
-    shadow.append(stylesheet, root);
+    shadow.append(stylesheet, h("link", { rel: "stylesheet", href: new URL("attachments.css", BASE).href }), root);
+    const dragged = (event) => Boolean(event.dataTransfer) && Array.from(event.dataTransfer.types || []).includes("Files");
+    this.panel.addEventListener("dragover", (event) => {
+      if (dragged(event)) {
+        event.preventDefault();
+        event.dataTransfer.dropEffect = "copy";
+        this.panel.setAttribute("data-dropping", "");
+      }
+    });
+    this.panel.addEventListener("dragleave", (event) => {
+      if (!this.panel.contains(event.relatedTarget)) {
+        this.panel.removeAttribute("data-dropping");
+      }
+    });
+    this.panel.addEventListener("drop", (event) => {
+      this.panel.removeAttribute("data-dropping");
+      if (dragged(event)) {
+        event.preventDefault();
+        this.files.add(Array.from(event.dataTransfer.files || []));
+      }
+    });
 
     const saved = this.saved();
     this.messages = new MessageList(this.log, (target, text) => (target.textContent = text), {
+      // A sent message's files (SPEC §21): images drawn from the server, any file opened by a click.
+      attachment: (id) => this.hostToken().then((token) => fetchAttachment(this.serverOrigin, token, id)).then(dataUrl),
+      openAttachment: (attachment) => this.openAttachment(attachment),
       confirm: (id, approved) => this.session.confirmTool(id, approved),
-      feedback: (id, rating) => this.session.feedback(id, rating),
+      feedback: (id, rating, comment) => this.session.feedback(id, rating, comment),
       regenerate: () => this.regenerate(),
       edit: (messageId, content) => this.editMessage(messageId, content),
+      // A relative link in a UI block: the host page routes it when it set `el.navigate`.
+      navigate: (url) => {
+        if (typeof this.navigate !== "function") {
+          return false;
+        }
+        this.navigate(url);
+        return true;
+      },
     });
+    this.messages.renderers = this.renderers;
+    this.messages.questions = new Questions(this.messages, (id, answers, cancelled) => this.session.answerQuestion(id, answers, cancelled));
     this.session = new Session(this, (command) => (this.connection ? this.connection.send(command) : false), {
       conversationId: saved.conversationId || null,
       pending: saved.pending === true,
@@ -355,6 +481,9 @@ export class VernisAssistant extends HTMLElement {
       }
     };
     this.onResize = () => this.updatePush();
+    // The push margin follows the panel's own width as it changes: read once when full screen
+    // collapsed, it was the width the panel still had then (the whole window), and it stayed so.
+    this.panelSize = new ResizeObserver(() => this.updatePush());
     // Full screen covers the host page: focus does not go behind it (a click, a script, Tab).
     this.onDocumentFocus = (event) => {
       if (this.isModal && event.target !== this) {
@@ -379,7 +508,9 @@ export class VernisAssistant extends HTMLElement {
     }
     this.started = true;
     const server = this.serverOrigin;
-    const render = await loadMarkdown(BASE.href, [location.origin, server]);
+    // Images load from the Vernis server and the configured origins only (not the host page's own
+    // unless it is listed): an image is a request to wherever the model pointed it.
+    const render = await loadMarkdown(BASE.href, () => [server, ...this.config.imageOrigins]);
     this.messages.setRenderer(render);
     const socketBase = `${server.replace(/^http/, "ws")}/api/assistant/ws`;
     this.connection = new Connection({
@@ -401,6 +532,10 @@ export class VernisAssistant extends HTMLElement {
       },
     });
     this.connection.addEventListener("event", (event) => {
+      if (event.detail.type === "client_tool_call") {
+        this.clientTools.run(event.detail);
+        return;
+      }
       this.session.handle(event.detail);
       this.updateComposer();
     });
@@ -453,10 +588,20 @@ export class VernisAssistant extends HTMLElement {
   }
 
   applyConfig(config) {
+    const imagesBefore = this.config.imageOrigins.join(" ");
     this.config = config;
+    this.clientTools.setRoutes(config.navigable);
+    if (config.imageOrigins.join(" ") !== imagesBefore && this.messages) {
+      // What was rendered before the configuration arrived, again with its image origins.
+      this.messages.setRenderer(this.messages.render);
+    }
     this.showName(config.name);
     this.persist({ name: config.name });
-    this.scriptedNote.hidden = !config.scripted;
+    this.scriptedNote.hidden = !config.scripted || Boolean(this.saved().scriptedNoteDismissed);
+    this.reviewsToggle.hidden = !config.reviewer;
+    if (config.reviewer && this.connection && this.connection.connected) {
+      this.session.listReviews();
+    }
     if (this.messages.empty) {
       this.showEmptyState();
     }
@@ -494,6 +639,7 @@ export class VernisAssistant extends HTMLElement {
     this.launcher.setAttribute("aria-expanded", "true");
     this.persist({ open: true });
     this.start();
+    prepareDates();
     if (focus) {
       // After the panel is visible (it is `visibility: hidden` while closed).
       requestAnimationFrame(() => this.input.focus());
@@ -587,6 +733,7 @@ export class VernisAssistant extends HTMLElement {
   }
 
   openPicker() {
+    this.closeReviews();
     this.picker.open();
     this.panel.setAttribute("data-picker", "");
     this.pickerToggle.setAttribute("aria-expanded", "true");
@@ -604,6 +751,38 @@ export class VernisAssistant extends HTMLElement {
     this.pickerToggle.setAttribute("aria-expanded", "false");
     if (focus) {
       this.pickerToggle.focus();
+    }
+  }
+
+  // --- the Reviews view (reviewers) ---------------------------------------------------------------
+
+  toggleReviews() {
+    if (this.reviews.isOpen) {
+      this.closeReviews({ focus: true });
+    } else {
+      this.openReviews();
+    }
+  }
+
+  openReviews() {
+    this.closePicker();
+    this.reviews.open();
+    this.panel.setAttribute("data-reviews", "");
+    this.reviewsToggle.setAttribute("aria-expanded", "true");
+    this.session.listReviews();
+    this.reviews.element.querySelector("h3").setAttribute("tabindex", "-1");
+    this.reviews.element.querySelector("h3").focus();
+  }
+
+  closeReviews({ focus = false } = {}) {
+    if (!this.reviews.isOpen) {
+      return;
+    }
+    this.reviews.close();
+    this.panel.removeAttribute("data-reviews");
+    this.reviewsToggle.setAttribute("aria-expanded", "false");
+    if (focus) {
+      this.reviewsToggle.focus();
     }
   }
 
@@ -646,11 +825,16 @@ export class VernisAssistant extends HTMLElement {
     const over = count > MAX_CHARS;
     this.counter.hidden = count < COUNT_FROM;
     this.counter.toggleAttribute("data-over", over);
+    this.input.toggleAttribute("aria-invalid", over);
+    this.updateComposer();
+    if (this.counter.hidden) {
+      // Numbers are formatted only when shown: the first toLocaleString of a page loads its
+      // locale's data (tens of milliseconds, at the first key typed or the first message sent).
+      return;
+    }
     this.counter.textContent = over
       ? `${count.toLocaleString("en-US")} / ${MAX_CHARS.toLocaleString("en-US")} characters: ${(count - MAX_CHARS).toLocaleString("en-US")} too many. Shorten the message to send it.`
       : `${count.toLocaleString("en-US")} / ${MAX_CHARS.toLocaleString("en-US")} characters`;
-    this.input.toggleAttribute("aria-invalid", over);
-    this.updateComposer();
   }
 
   /** Refused for the rate limit: Send comes back when `retryAfterMs` has passed, counted down. */
@@ -673,6 +857,20 @@ export class VernisAssistant extends HTMLElement {
     this.updateComposer();
   }
 
+  /**
+   * Host API (SPEC §18): render UI blocks of `kind` (a toolkit's own, e.g. "crm.call_transcript")
+   * with `render(data, container)`; blocks already shown are drawn again with it.
+   */
+  registerRenderer(kind, render) {
+    if (typeof kind !== "string" || !kind || typeof render !== "function") {
+      throw new TypeError("registerRenderer(kind, render): a kind name and a function");
+    }
+    this.renderers.set(kind, render);
+    if (this.messages) {
+      this.messages.registerRenderer(kind, render);
+    }
+  }
+
   /** Send a message with the page's context; false when it cannot go now (the text stays). */
   send(text) {
     const content = text.trim();
@@ -687,13 +885,42 @@ export class VernisAssistant extends HTMLElement {
     if (this.rateLimitedUntil && Date.now() < this.rateLimitedUntil) {
       return false;
     }
-    if (!this.session.userMessage(content, this.pageContext)) {
+    if (this.files.uploading) {
+      return false;
+    }
+    if (!this.session.userMessage(content, this.pageContext, this.files.ids())) {
       this.messages.notice("Not connected: your message was not sent. It will be possible again once reconnected.", { kind: "error" });
       return false;
     }
-    this.messages.addUser(content, { pending: true });
+    this.messages.addUser(content, { pending: true, attachments: this.files.sent() });
+    this.files.clear();
+    this.persist({ sent: true });
+    this.sentBefore = true;
     this.updateComposer();
     return true;
+  }
+
+  /** Download one of the member's files (a click on it in the conversation). */
+  async openAttachment(attachment) {
+    try {
+      const blob = await fetchAttachment(this.serverOrigin, await this.hostToken(), attachment.attachment_id);
+      const link = h("a", { href: URL.createObjectURL(blob), download: attachment.name, hidden: "" });
+      this.shadowRoot.append(link);
+      link.click();
+      link.remove();
+      setTimeout(() => URL.revokeObjectURL(link.href), 60_000);
+    } catch (error) {
+      this.messages.notice(`${attachment.name} could not be opened.`, { kind: "error" });
+      console.warn("Vernis: attachment not opened", error);
+    }
+  }
+
+  /** Host API (SPEC §18): `text` in the input, not sent, for the user to finish. */
+  prefill(text) {
+    this.input.value = String(text ?? "");
+    this.sizeInput();
+    this.updateCounter();
+    this.input.focus();
   }
 
   sizeInput() {
@@ -708,7 +935,14 @@ export class VernisAssistant extends HTMLElement {
     this.sendButton.hidden = busy;
     const waiting = Boolean(this.rateLimitedUntil && Date.now() < this.rateLimitedUntil);
     const tooLong = this.counter ? this.counter.hasAttribute("data-over") : false;
-    this.sendButton.disabled = !(this.connection && this.connection.connected) || waiting || tooLong;
+    const uploading = Boolean(this.files && this.files.uploading);
+    // Nothing to send (a message needs text): Send is visibly off rather than doing nothing when pressed.
+    const empty = this.input.value.trim() === "";
+    this.sendButton.disabled = !(this.connection && this.connection.connected) || waiting || tooLong || uploading || empty;
+    // The keyboard hint, until the first message of this tab's session is sent (kept in a field:
+    // this runs at every keystroke and streamed answer's end, the storage's JSON need not be read).
+    this.sentBefore ??= Boolean(this.saved().sent);
+    this.hint.hidden = this.sentBefore;
     this.panel.toggleAttribute("data-busy", busy);
     if (stopHadFocus && !busy) {
       this.input.focus();
@@ -733,29 +967,84 @@ export class VernisAssistant extends HTMLElement {
       h("h3", { class: "empty-title" }, "How can I help?"),
       h("p", { class: "empty-text" }, "Ask me anything about your work here. I ask before changing anything."),
       page.length ? h("ul", { class: "quick-actions page-actions", "aria-label": "About this page" }, page.map((action) => button(action, "page"))) : null,
-      general.length ? h("ul", { class: "quick-actions", "aria-label": "Quick actions" }, general.map((action) => button(action))) : null,
+      general.length ? this.quickActionList(general.map((action) => button(action))) : null,
     ]);
+  }
+
+  /** The general quick actions: the first QUICK_ACTIONS_SHOWN, the rest behind "More". */
+  quickActionList(items) {
+    const list = h("ul", { class: "quick-actions", "aria-label": "Quick actions" }, items.slice(0, QUICK_ACTIONS_SHOWN));
+    const rest = items.slice(QUICK_ACTIONS_SHOWN);
+    if (rest.length === 0) {
+      return list;
+    }
+    const more = h("button", { type: "button", class: "link-button more-actions", "aria-expanded": "false" }, `More (${rest.length})`);
+    more.addEventListener("click", () => {
+      list.append(...rest);
+      more.remove();
+      // Focus stays in the list: on the first action just shown.
+      rest[0].querySelector("button").focus();
+    });
+    return h("div", { class: "quick-actions-group" }, [list, more]);
   }
 
   // --- connection state ----------------------------------------------------------------------------
 
-  connectionState({ state }) {
+  connectionState({ state, cause }) {
     const previous = this.conn.getAttribute("data-state");
     this.conn.setAttribute("data-state", state);
-    this.connText.textContent = CONNECTION_TEXT[state] || state;
-    this.retryButton.hidden = !(state === "reconnecting" || state === "offline");
+    this.connText.textContent = state === "unavailable" && cause === "token" ? NO_TOKEN_TEXT : CONNECTION_TEXT[state] || state;
+    this.retryButton.hidden = !(state === "reconnecting" || state === "offline" || state === "unavailable");
     this.panel.setAttribute("data-connection", state);
     if (state === "connected" && previous !== "connected") {
+      this.clientTools.declare();
       this.loadConfig();
       this.session.connected();
       if (this.picker.isOpen) {
         this.session.listConversations();
       }
+      if (this.config.reviewer) {
+        this.session.listReviews();
+      }
     }
-    if (state === "signed-out") {
-      this.messages.notice("Your session has ended. Sign in again to keep using the assistant.", { kind: "error" });
+    if (state === "signed-out" && previous !== "signed-out") {
+      this.signedOut();
+    } else if (state === "connected" && this.signedOutNotice) {
+      this.signedOutNotice.remove();
+      this.signedOutNotice = null;
     }
+    // Signed out, nothing can be sent: the composer says so once, in the notice above it.
+    this.input.disabled = state === "signed-out";
     this.updateComposer();
+  }
+
+  /** The server ended the session: one notice, with "Sign in again" when the host gives tokens
+   * (it asks `getToken` anew and reconnects), and the host's `onSignedOut`. */
+  signedOut() {
+    if (this.signedOutNotice) {
+      this.signedOutNotice.remove();
+    }
+    const renewable = Boolean(this.hostGetToken || this.tokenProvider);
+    this.signedOutNotice = this.messages.notice(
+      renewable ? "Your session has ended." : "Your session has ended. Sign in again to keep using the assistant.",
+      { kind: "error" },
+    );
+    if (renewable) {
+      const again = h("button", { type: "button", class: "button small sign-in-again" }, "Sign in again");
+      again.addEventListener("click", () => {
+        if (this.connection) {
+          this.connection.signIn();
+        }
+      });
+      this.signedOutNotice.append(" ", again);
+    }
+    if (this.hostSignedOut) {
+      try {
+        this.hostSignedOut();
+      } catch (error) {
+        console.error("Vernis: onSignedOut failed", error);
+      }
+    }
   }
 
   // --- the session's view ------------------------------------------------------------------------
@@ -798,12 +1087,16 @@ export class VernisAssistant extends HTMLElement {
     }
   }
 
-  assistantStart(messageId) {
-    this.messages.startAnswer(messageId, { streaming: true });
+  assistantStart(messageId, resumed, continues) {
+    this.messages.startAnswer(messageId, { streaming: true, continues });
   }
 
   textDelta(messageId, text) {
     this.messages.appendText(this.messages.answer(messageId), text);
+  }
+
+  reasoningDelta(messageId, text) {
+    appendReasoning(this.messages.answer(messageId), text);
   }
 
   toolStarted(messageId, event) {
@@ -812,13 +1105,13 @@ export class VernisAssistant extends HTMLElement {
 
   toolCompleted(messageId, event) {
     this.messages.toolCompleted(messageId, event);
-    if (event.status !== "needs_confirmation") {
+    if (event.status !== "needs_confirmation" && event.status !== "review_requested" && event.status !== "needs_answer") {
       // Waiting for approval is not an end: the host hears of the call once it has run (or not).
       this.dispatchEvent(
         hostEvent("vernis:tool-completed", {
           toolName: event.tool_name,
           status: event.status,
-          summary: toolSummary(event.status, event.result),
+          summary: toolSummary(event.tool_name, event.status, event.result),
           callId: event.call_id,
           conversationId: this.session.conversationId,
         }),
@@ -826,8 +1119,28 @@ export class VernisAssistant extends HTMLElement {
     }
   }
 
+  questionRequired(messageId, event) {
+    this.messages.questions.required(messageId, event);
+  }
+
   confirmationRequired(messageId, event) {
     this.messages.confirmationRequired(messageId, event);
+  }
+
+  reviewRequested(event) {
+    this.messages.reviewRequested(event);
+  }
+
+  reviewList(reviews) {
+    this.reviews.setReviews(reviews);
+  }
+
+  reviewRequired(review) {
+    this.reviews.add(review);
+  }
+
+  reviewResolved(reviewId) {
+    this.reviews.remove(reviewId);
   }
 
   assistantEnd(messageId, stopped) {
@@ -918,7 +1231,12 @@ export class VernisAssistant extends HTMLElement {
   }
 
   commandError(event) {
+    if (this.messages.questions.commandFailed(event)) {
+      // An answer to a form did not go through: the form says why, next to the field it names.
+      return;
+    }
     this.messages.commandFailed();
+    this.reviews.commandFailed();
     this.messages.notice(event.message, { kind: "error" });
   }
 

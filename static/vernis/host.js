@@ -2,6 +2,8 @@
 // when to ask for the next one, the page context the host gives, and the DOM events it listens to.
 // No DOM here beyond building events: the element is the glue.
 
+import { humanize } from "./dom.js";
+
 // Ask for the next token this long before the current one expires, at most (a fifth of the token's
 // lifetime for short-lived tokens), and never sooner than MIN_REFRESH_MS from now.
 const REFRESH_MARGIN_MS = 60_000;
@@ -135,21 +137,25 @@ function text(value, limit, name) {
   return string;
 }
 
-/** A one-line account of a finished tool call, for the host (`vernis:tool-completed`). */
-export function toolSummary(status, result) {
+/** A one-line account of a finished tool call, for the host (`vernis:tool-completed`): the
+ * tool's own sentence when its result has one ("Created contact Rowan Tanaka"), else the tool's
+ * name and how the call ended ("Update contact: done."), never the raw result. */
+export function toolSummary(toolName, status, result) {
+  const name = humanize(toolName);
   if (status === "rejected") {
-    return "Rejected: nothing was changed.";
+    return `${name}: rejected, nothing was changed.`;
+  }
+  const message = result && result.error && typeof result.error.message === "string" ? result.error.message : "";
+  if (status === "expired") {
+    return shorten(`${name}: ${message || "the approval expired, nothing was changed."}`);
   }
   if (status === "error") {
-    const message = result && result.error && result.error.message;
-    return shorten(typeof message === "string" && message ? message : "The tool failed.");
+    return shorten(message ? `${name} failed: ${message}` : `${name} failed.`);
   }
-  // The tool result envelope (`{ok, data}`); anything else is taken as the data itself.
-  const data = result && typeof result === "object" && "ok" in result ? result.data : result;
-  if (data === undefined || data === null) {
-    return "Done.";
+  if (result && typeof result.summary === "string" && result.summary.trim()) {
+    return shorten(result.summary);
   }
-  return shorten(typeof data === "string" ? data : JSON.stringify(data));
+  return `${name}: done.`;
 }
 
 function shorten(line) {

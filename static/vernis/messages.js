@@ -2,7 +2,14 @@
 // their approve / reject buttons, notices. Plain DOM; all text from the server goes in as text,
 // except the answer's markdown, which goes through the sanitizing renderer.
 
-import { filledIcon, h, humanize, icon } from "./dom.js";
+import { attachmentList } from "./attachments.js";
+import { renderBlocks } from "./blocks.js";
+import { appendReasoning } from "./reasoning.js";
+import { filledIcon, h, humanize, icon, readable } from "./dom.js";
+import { StreamingMarkdown } from "./streaming.js";
+
+// The shortest time between two markdown passes over a streaming answer (see scheduleRender).
+const RENDER_INTERVAL_MS = 50;
 
 const STATUS_LABELS = {
   running: "Running…",
@@ -10,12 +17,23 @@ const STATUS_LABELS = {
   error: "Failed",
   needs_confirmation: "Needs your approval",
   rejected: "Rejected",
+  review_requested: "Waiting for a reviewer",
+  expired: "Expired",
+  needs_answer: "Waiting for your answers",
+};
+
+// What a card that asked says once it is answered, by how the call ended.
+const OUTCOMES = {
+  ok: "Approved. The change was made.",
+  rejected: "Rejected. Nothing was changed.",
+  review_requested: "Approved by you. Waiting for a reviewer: nothing has changed yet.",
+  expired: "Expired. Nothing was changed.",
 };
 
 export class MessageList {
   /**
    * `log`: the scrolling element. `render(target, markdown)`: the sanitizing renderer.
-   * `actions`: {confirm(confirmationId, approved), feedback(messageId, rating), regenerate(),
+   * `actions`: {confirm(confirmationId, approved), feedback(messageId, rating, comment?), regenerate(),
    * edit(messageId, content)}.
    */
   constructor(log, render, actions) {
@@ -29,6 +47,29 @@ export class MessageList {
     this.empty = null;
     this.pendingRenders = new Set();
     this.frame = null;
+    // The wait before the next markdown pass (see scheduleRender), and when the last one ran.
+    this.renderTimer = null;
+    this.renderedAt = 0;
+    // The copy button of a code block in an answer (drawn by the markdown renderer, without a
+    // handler of its own: answers are drawn again and again while they stream).
+    log.addEventListener("click", (event) => {
+      const button = event.target.closest && event.target.closest(".code-copy");
+      if (button) {
+        this.copyCode(button);
+      }
+    });
+    // The host page's renderers of UI block kinds (`el.registerRenderer`): kind -> (data, container).
+    this.renderers = new Map();
+  }
+
+  /** Render blocks of `kind` with `render` from now on, and again on the cards already shown. */
+  registerRenderer(kind, render) {
+    this.renderers.set(kind, render);
+    for (const card of this.cards.values()) {
+      if (card.ui && card.ui.some((block) => block && block.kind === kind)) {
+        this.showBlocks(card, card.ui);
+      }
+    }
   }
 
   setRenderer(render) {
@@ -36,7 +77,7 @@ export class MessageList {
     for (const answer of this.answers.values()) {
       for (const part of answer.parts) {
         if (part.kind === "text") {
-          this.render(part.element, part.text);
+          part.stream.full(part.text, this.render);
         }
       }
     }
@@ -70,13 +111,16 @@ export class MessageList {
 
   // --- user messages ---------------------------------------------------------------------------
 
-  addUser(content, { pending = false, createdAt = null, messageId = null, superseded = false } = {}) {
+  addUser(content, { pending = false, createdAt = null, messageId = null, superseded = false, attachments = [] } = {}) {
     this.hideEmpty();
     // `dir="auto"`: a message in a right-to-left language reads right to left, whatever the page's.
     const bubble = h("div", { class: "bubble", dir: "auto" }, content);
+    const files = attachments && attachments.length && this.actions.attachment
+      ? attachmentList(attachments, { load: this.actions.attachment, open: this.actions.openAttachment })
+      : null;
     const editButton = h("button", { type: "button", class: "icon-button small edit", "aria-label": "Edit message", title: "Edit message", hidden: "" }, [icon("pencil")]);
     const meta = h("div", { class: "msg-meta" }, [timestamp(createdAt), editButton, this.copyButton(() => content, "Copy message")]);
-    const element = h("div", { class: "msg user", "data-pending": pending ? "" : null }, [h("span", { class: "sr-only" }, "You said:"), bubble, meta]);
+    const element = h("div", { class: "msg user", "data-pending": pending ? "" : null }, [h("span", { class: "sr-only" }, "You said:"), bubble, files, meta]);
     const turn = { user: element, bubble, meta, content, messageId, answers: [], superseded, group: null, nav: null, editButton };
     editButton.addEventListener("click", () => this.startEdit(turn));
     // After an exchange that was edited: this is its newer version.
@@ -218,6 +262,27 @@ export class MessageList {
     return button;
   }
 
+  /** A code block's copy button: its code on the clipboard, and "Copied" for a moment. */
+  async copyCode(button) {
+    const pre = button.closest(".code-block")?.querySelector("pre");
+    let done = false;
+    try {
+      await navigator.clipboard.writeText(pre ? pre.textContent.replace(/\n$/, "") : "");
+      done = true;
+    } catch {
+      done = false;
+    }
+    // Its own label, kept across clicks in quick succession (while it says "Copied").
+    const label = button.dataset.label || button.getAttribute("aria-label");
+    button.dataset.label = label;
+    button.textContent = done ? "Copied" : "Copy failed";
+    button.setAttribute("aria-label", button.textContent);
+    setTimeout(() => {
+      button.textContent = "Copy";
+      button.setAttribute("aria-label", label);
+    }, 1500);
+  }
+
   /** The last message sent was refused (not stored): mark it. */
   markLastUserRefused(reason) {
     const messages = this.log.querySelectorAll(".msg.user");
@@ -243,11 +308,14 @@ export class MessageList {
 
   historyMessage(message) {
     if (message.role === "user") {
-      this.addUser(message.content, { createdAt: message.created_at, messageId: message.message_id, superseded: message.status === "superseded" });
+      this.addUser(message.content, { createdAt: message.created_at, messageId: message.message_id, superseded: message.status === "superseded", attachments: message.attachments || [] });
       return;
     }
     // As it streamed: the text up to each call's `text_offset` (code points), then its card.
-    const answer = this.startAnswer(message.message_id, { createdAt: message.created_at });
+    const answer = this.startAnswer(message.message_id, { createdAt: message.created_at, continues: message.continues === true });
+    if (message.reasoning) {
+      appendReasoning(answer, message.reasoning);
+    }
     const chars = Array.from(message.content || "");
     let at = 0;
     for (const call of message.tool_calls || []) {
@@ -257,13 +325,17 @@ export class MessageList {
         at = offset;
       }
       const card = this.card(answer, call.call_id, call.tool_name, call.arguments);
+      if (call.question && this.questions) {
+        // An `ask_user` form (SPEC §17): drawn again, then ended below if it was answered.
+        this.questions.restore(card, call.question);
+      }
       const approval = call.approval && typeof call.approval === "object" ? call.approval : null;
       if (approval) {
         // A preview the user answered: the card asked, then ended (as it did live).
         this.complete(card, "needs_confirmation", undefined);
         this.askConfirmation(card, approval.confirmation_id, approval.preview);
       }
-      this.complete(card, call.status, call.result);
+      this.complete(card, call.status, call.result, call.ui);
       const data = call.result && call.result.data;
       if (call.status === "needs_confirmation" && data && data.confirmation_id) {
         this.askConfirmation(card, data.confirmation_id, data.preview);
@@ -277,7 +349,7 @@ export class MessageList {
 
   // --- answers ---------------------------------------------------------------------------------
 
-  startAnswer(messageId, { streaming = false, createdAt = null } = {}) {
+  startAnswer(messageId, { streaming = false, createdAt = null, continues = false } = {}) {
     this.hideEmpty();
     let answer = this.answers.get(messageId);
     if (answer) {
@@ -302,10 +374,11 @@ export class MessageList {
         [body, footer],
       );
       answer = { id: messageId, element, body, footer, parts: [], createdAt: createdAt || new Date().toISOString() };
-      // Right after another answer: it was written again (`regenerate`), this is its newer version.
+      // Right after another answer: it was written again (`regenerate`), this is its newer version;
+      // unless it continues that answer (it came after a review's outcome).
       const messages = this.log.querySelectorAll(".msg");
       const last = messages[messages.length - 1];
-      const previous = last && last.classList.contains("assistant") ? this.answers.get(last.dataset.messageId) : null;
+      const previous = !continues && last && last.classList.contains("assistant") ? this.answers.get(last.dataset.messageId) : null;
       this.answers.set(messageId, answer);
       this.append(element, true);
       const turn = this.turns[this.turns.length - 1];
@@ -344,7 +417,8 @@ export class MessageList {
   appendText(answer, text) {
     let part = answer.parts[answer.parts.length - 1];
     if (!part || part.kind !== "text") {
-      part = { kind: "text", text: "", element: h("div", { class: "markdown", dir: "auto" }) };
+      const element = h("div", { class: "markdown", dir: "auto" });
+      part = { kind: "text", text: "", element, stream: new StreamingMarkdown(element) };
       answer.parts.push(part);
       answer.body.append(part.element);
     }
@@ -353,23 +427,39 @@ export class MessageList {
   }
 
   scheduleRender(part) {
-    // One markdown pass per frame, however many deltas arrived in it.
-    const follow = this.nearBottom();
+    // One markdown pass per RENDER_INTERVAL_MS at most, however many deltas arrived meanwhile, over
+    // the unfinished block only, in an animation frame; nothing per delta reads the layout (each read
+    // would lay the panel out again). Each pass costs a parse, a sanitize, a style and layout pass
+    // and a paint: at every frame (60 a second) they took most of the main thread on a slow machine
+    // and delayed everything else; 20 a second still reads as a smooth stream.
     this.pendingRenders.add(part);
-    if (this.frame === null) {
-      this.frame = requestAnimationFrame(() => {
-        this.frame = null;
-        const follow = this.nearBottom();
-        for (const pending of this.pendingRenders) {
-          this.render(pending.element, pending.text);
-        }
-        this.pendingRenders.clear();
-        if (follow) {
-          this.scrollToBottom();
-        }
-      });
+    if (this.frame !== null || this.renderTimer !== null) {
+      return;
     }
-    return follow;
+    const wait = this.renderedAt + RENDER_INTERVAL_MS - performance.now();
+    if (wait > 0) {
+      this.renderTimer = setTimeout(() => {
+        this.renderTimer = null;
+        this.requestRender();
+      }, wait);
+    } else {
+      this.requestRender();
+    }
+  }
+
+  requestRender() {
+    this.frame = requestAnimationFrame(() => {
+      this.frame = null;
+      this.renderedAt = performance.now();
+      const follow = this.nearBottom();
+      for (const pending of this.pendingRenders) {
+        pending.stream.update(pending.text, this.render);
+      }
+      this.pendingRenders.clear();
+      if (follow) {
+        this.scrollToBottom();
+      }
+    });
   }
 
   /** Render whatever is pending now (before an answer is marked done). */
@@ -378,13 +468,22 @@ export class MessageList {
       cancelAnimationFrame(this.frame);
       this.frame = null;
     }
+    clearTimeout(this.renderTimer);
+    this.renderTimer = null;
     for (const pending of this.pendingRenders) {
-      this.render(pending.element, pending.text);
+      pending.stream.update(pending.text, this.render);
     }
     this.pendingRenders.clear();
   }
 
   finish(answer, { stopped = false, failed = answer.failed === true } = {}) {
+    // Its text drawn to the end, once: what waited for the next frame, and the last block of what
+    // was drawn in pieces while it streamed (see streaming.js).
+    for (const part of answer.parts) {
+      if (part.kind === "text" && (this.pendingRenders.delete(part) || part.stream.incremental)) {
+        part.stream.finish(part.text, this.render);
+      }
+    }
     this.flushRenders();
     for (const card of this.cards.values()) {
       if (card.confirm && card.confirm.held && answer.element.contains(card.element)) {
@@ -489,10 +588,63 @@ export class MessageList {
           other.setAttribute("aria-pressed", String(other === button));
         }
         this.actions.feedback(messageId, rating);
+        this.askWhy(messageId, rating === "down");
       });
       group.append(button);
     }
     return group;
+  }
+
+  /** After a thumbs-down, a short box asks what was wrong (optional); sent with the rating. */
+  askWhy(messageId, open) {
+    const answer = this.answers.get(messageId);
+    if (!answer) {
+      return;
+    }
+    if (answer.why) {
+      answer.why.remove();
+      answer.why = null;
+    }
+    if (!open) {
+      return;
+    }
+    const comment = h("textarea", { class: "feedback-text", rows: "2", maxlength: "2000", dir: "auto", "aria-label": "What was wrong? (optional)", placeholder: "What was wrong? (optional)" });
+    const send = h("button", { type: "submit", class: "button small primary" }, "Send");
+    const skip = h("button", { type: "button", class: "button small" }, "Skip");
+    const form = h("form", { class: "feedback-comment", "aria-label": "Tell us what was wrong" }, [comment, h("div", { class: "feedback-actions" }, [send, skip])]);
+    const close = (thanks) => {
+      form.replaceChildren(...(thanks ? [h("p", { class: "feedback-thanks", role: "status" }, "Thanks: your note was sent.")] : []));
+      if (!thanks) {
+        form.remove();
+        answer.why = null;
+      }
+    };
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const text = comment.value.trim();
+      if (!text) {
+        close(false);
+        return;
+      }
+      if (this.actions.feedback(messageId, "down", text)) {
+        close(true);
+      }
+    });
+    comment.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && !event.shiftKey) {
+        event.preventDefault();
+        form.requestSubmit();
+      } else if (event.key === "Escape") {
+        event.preventDefault();
+        event.stopPropagation();
+        close(false);
+      }
+    });
+    skip.addEventListener("click", () => close(false));
+    answer.why = form;
+    answer.footer.after(form);
+    comment.focus();
+    this.followIfNear();
   }
 
   // --- tool calls ------------------------------------------------------------------------------
@@ -505,7 +657,8 @@ export class MessageList {
     const status = h("span", { class: "tool-status" }, STATUS_LABELS.running);
     const resultSection = h("div", { class: "tool-section", hidden: "" }, [
       h("p", { class: "tool-section-title" }, "Result"),
-      h("div", { class: "tool-value" }),
+      // A box that scrolls: a region the keyboard can focus (axe: scrollable-region-focusable).
+      h("div", { class: "tool-value", tabindex: "0", role: "region", "aria-label": `Result of ${humanize(toolName)}` }),
     ]);
     const details = h("details", { class: "tool" }, [
       h("summary", {}, [
@@ -520,13 +673,13 @@ export class MessageList {
         ]),
         h("div", { class: "tool-section" }, [
           h("p", { class: "tool-section-title" }, "Arguments"),
-          h("div", { class: "tool-value" }, renderValue(args) || h("p", { class: "none" }, "None")),
+          h("div", { class: "tool-value", tabindex: "0", role: "region", "aria-label": `Arguments of ${humanize(toolName)}` }, renderValue(args) || h("p", { class: "none" }, "None")),
         ]),
         resultSection,
       ]),
     ]);
     const element = h("div", { class: "tool-card", "data-call-id": callId, "data-status": "running" }, [details]);
-    card = { callId, toolName, element, details, status, resultSection, confirm: null };
+    card = { callId, toolName, element, details, status, resultSection, confirm: null, ui: null, blocks: null };
     this.cards.set(callId, card);
     answer.parts.push({ kind: "tool", element });
     answer.body.append(element);
@@ -546,10 +699,18 @@ export class MessageList {
       }
       card = this.card(this.answer(messageId), event.call_id, event.tool_name, undefined);
     }
-    this.complete(card, event.status, event.result);
+    this.complete(card, event.status, event.result, event.ui);
     const data = event.result && event.result.data;
     if (event.status === "needs_confirmation" && data && data.confirmation_id) {
       this.askConfirmation(card, data.confirmation_id, data.preview);
+    }
+  }
+
+  /** The write approved on card `call_id` waits for a reviewer (`review_requested`). */
+  reviewRequested(event) {
+    const card = this.cards.get(event.call_id);
+    if (card) {
+      this.complete(card, "review_requested", undefined);
     }
   }
 
@@ -565,8 +726,11 @@ export class MessageList {
     this.askConfirmation(card, event.confirmation_id, event.preview);
   }
 
-  complete(card, status, result) {
+  complete(card, status, result, ui) {
     card.element.setAttribute("data-status", status);
+    if (Array.isArray(ui) && ui.length) {
+      this.showBlocks(card, ui);
+    }
     let label = STATUS_LABELS[status] || status;
     if (status === "ok" && card.confirm) {
       label = "Approved · done";
@@ -577,12 +741,32 @@ export class MessageList {
       card.resultSection.querySelector(".tool-value").replaceChildren(renderResult(result));
     }
     if (status !== "needs_confirmation" && card.confirm) {
-      const outcome =
-        status === "ok" ? "Approved. The change was made." : status === "rejected" ? "Rejected. Nothing was changed." : "The change could not be made.";
+      // Not approved before the conversation moved on (a new message): the server's sentence says so.
+      const superseded = status === "expired" && result && result.error && result.error.code === "superseded";
+      const outcome = superseded ? result.error.message : OUTCOMES[status] || "The change could not be made.";
       card.confirm.actions.replaceChildren(h("p", { class: "confirm-outcome", role: "status" }, outcome));
       card.confirm.element.setAttribute("data-resolved", status);
     }
+    if (this.questions && card.question) {
+      this.questions.completed(card, status, result);
+    }
     this.followIfNear();
+  }
+
+  /** The result's UI blocks (SPEC §16), shown under the card's summary, outside its fold. */
+  showBlocks(card, ui) {
+    card.ui = ui;
+    const shown = renderBlocks(ui, {
+      renderers: this.renderers,
+      fallback: (data) => renderValue(data) || h("p", { class: "none" }, "None"),
+      navigate: (url) => Boolean(this.actions.navigate && this.actions.navigate(url)),
+    });
+    if (card.blocks) {
+      card.blocks.replaceWith(shown);
+    } else {
+      card.details.after(shown);
+    }
+    card.blocks = shown;
   }
 
   askConfirmation(card, confirmationId, preview) {
@@ -676,11 +860,32 @@ function timestamp(iso) {
   if (Number.isNaN(when.getTime())) {
     return null;
   }
+  const formats = dateFormats();
   const today = new Date().toDateString() === when.toDateString();
-  const short = today
-    ? when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
-    : when.toLocaleString([], { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
-  return h("time", { class: "msg-time", datetime: when.toISOString(), title: when.toLocaleString() }, short);
+  const short = (today ? formats.time : formats.dayAndTime).format(when);
+  return h("time", { class: "msg-time", datetime: when.toISOString(), title: formats.full.format(when) }, short);
+}
+
+// The formats of the messages' times, made once: making one (as each toLocaleString with options
+// does) costs a locale lookup, and the page's first loads the locale's data (tens of milliseconds).
+let formats = null;
+
+/** The date formats of the message list, made now if not yet (`prepareDates` makes them ahead). */
+function dateFormats() {
+  formats ??= {
+    time: new Intl.DateTimeFormat([], { hour: "2-digit", minute: "2-digit" }),
+    dayAndTime: new Intl.DateTimeFormat([], { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" }),
+    // What Date.toLocaleString() shows: the date and the time with seconds.
+    full: new Intl.DateTimeFormat([], { year: "numeric", month: "numeric", day: "numeric", hour: "numeric", minute: "numeric", second: "numeric" }),
+  };
+  return formats;
+}
+
+/** Make the date formats while the page is idle (the panel opened): not in the task that shows the
+ * first message. */
+export function prepareDates() {
+  const idle = window.requestIdleCallback || ((work) => setTimeout(work, 200));
+  idle(() => dateFormats());
 }
 
 // --- readable values: what a tool was given, what it returned, what a write would change --------
@@ -721,23 +926,6 @@ function recordName(value) {
   return typeof name === "string" || typeof name === "number" ? String(name) : null;
 }
 
-const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
-// A time as tools give it: ISO 8601 in the organization's time zone (with its offset).
-const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?$/;
-
-function scalar(value) {
-  if (typeof value === "boolean") {
-    return value ? "Yes" : "No";
-  }
-  const time = typeof value === "string" ? ISO_TIME.exec(value) : null;
-  if (time) {
-    // Its own wall-clock time (the organization's), not converted to the browser's zone.
-    const [, year, month, day, hour, minute] = time;
-    return `${MONTHS[Number(month) - 1]} ${Number(day)}, ${year}, ${hour}:${minute}`;
-  }
-  return String(value);
-}
-
 function change(value) {
   const side = (v, cls) => {
     const shown = isEmpty(v) ? null : renderValue(v, true);
@@ -761,7 +949,7 @@ export function renderValue(value, preview = false) {
     return null;
   }
   if (typeof value !== "object") {
-    return h("span", { class: "value" }, scalar(value));
+    return h("span", { class: "value" }, readable(value));
   }
   if (preview && isChange(value)) {
     return change(value);

@@ -13,7 +13,21 @@ export class Picker {
     this.loading = false;
     this.currentId = null;
 
-    this.list = h("ul", { class: "picker-list", "aria-label": "Recent conversations" });
+    // The conversations, grouped by when they last changed (Today, Yesterday, ...), each group a
+    // list under its heading; `query` filters them by title.
+    this.list = h("div", { class: "picker-groups" });
+    this.query = "";
+    this.search = h("input", {
+      type: "search",
+      class: "picker-search",
+      "aria-label": "Search conversations by title",
+      placeholder: "Search conversations",
+      maxlength: "100",
+    });
+    this.search.addEventListener("input", () => {
+      this.query = this.search.value.trim().toLocaleLowerCase();
+      this.render();
+    });
     this.status = h("div", { class: "picker-status", role: "status" });
     this.more = h("button", { type: "button", class: "button subtle picker-more", hidden: "" }, "Load more");
     this.more.addEventListener("click", () => this.loadMore());
@@ -25,6 +39,7 @@ export class Picker {
         h("h3", { id: "vernis-picker-title", class: "picker-title" }, "Conversations"),
         this.newButton,
       ]),
+      this.search,
       this.scroller,
     ]);
     this.element.addEventListener("keydown", (event) => this.keydown(event));
@@ -62,7 +77,7 @@ export class Picker {
 
   setCurrent(conversationId) {
     this.currentId = conversationId;
-    for (const row of this.list.children) {
+    for (const row of this.rows()) {
       if (row.dataset.id === conversationId) {
         row.setAttribute("aria-current", "true");
       } else {
@@ -114,15 +129,40 @@ export class Picker {
   }
 
   render() {
-    this.list.replaceChildren(...this.conversations.map((c) => this.renderRow(c)));
+    const shown = this.query
+      ? this.conversations.filter((c) => (c.title || "Untitled conversation").toLocaleLowerCase().includes(this.query))
+      : this.conversations;
+    const groups = new Map();
+    for (const conversation of shown) {
+      const name = dateGroup(conversation.updated_at);
+      if (!groups.has(name)) {
+        groups.set(name, []);
+      }
+      groups.get(name).push(conversation);
+    }
+    this.list.replaceChildren(
+      ...[...groups].flatMap(([name, conversations], index) => {
+        const id = `vernis-picker-group-${index}`;
+        return [
+          h("h4", { class: "picker-group", id }, name),
+          h("ul", { class: "picker-list", "aria-labelledby": id }, conversations.map((c) => this.renderRow(c))),
+        ];
+      }),
+    );
     this.more.hidden = !this.nextBefore;
     if (this.loading && !this.conversations.length) {
       this.status.textContent = "Loading conversations…";
     } else if (!this.conversations.length) {
       this.status.textContent = "No conversations yet. Start one with “New chat”.";
+    } else if (!shown.length) {
+      this.status.textContent = `No conversation title has “${this.search.value.trim()}”${this.nextBefore ? " among those loaded" : ""}.`;
     } else {
       this.status.textContent = "";
     }
+  }
+
+  rows() {
+    return Array.from(this.list.querySelectorAll(".conv"));
   }
 
   renderRow(conversation) {
@@ -146,7 +186,7 @@ export class Picker {
   }
 
   row(conversationId) {
-    return Array.from(this.list.children).find((row) => row.dataset.id === conversationId) || null;
+    return this.rows().find((row) => row.dataset.id === conversationId) || null;
   }
 
   openButtons() {
@@ -291,4 +331,25 @@ export class Picker {
       }
     }
   }
+}
+
+/** The picker's group of a conversation last changed at `iso`: by calendar day, in local time. */
+function dateGroup(iso) {
+  const when = new Date(iso);
+  if (Number.isNaN(when.getTime())) {
+    return "Older";
+  }
+  const startOfToday = new Date();
+  startOfToday.setHours(0, 0, 0, 0);
+  const day = 24 * 60 * 60 * 1000;
+  if (when >= startOfToday) {
+    return "Today";
+  }
+  if (when >= startOfToday.getTime() - day) {
+    return "Yesterday";
+  }
+  if (when >= startOfToday.getTime() - 7 * day) {
+    return "Previous 7 days";
+  }
+  return "Older";
 }

@@ -14,6 +14,7 @@ const LIVE = new Set([
   "conversation_created",
   "assistant_start",
   "text_delta",
+  "reasoning_delta",
   "tool_call_started",
   "tool_call_completed",
   "confirmation_required",
@@ -21,6 +22,8 @@ const LIVE = new Set([
   "title_updated",
   "error",
   "conversation_loaded",
+  "review_requested",
+  "question_required",
 ]);
 
 // Refusals of a user message: it was not stored, so the user gets their text back.
@@ -95,10 +98,13 @@ export class Session {
 
   // --- commands ------------------------------------------------------------------------------
 
-  userMessage(content, pageContext) {
+  userMessage(content, pageContext, attachments = []) {
     const command = { type: "user_message", content, client_message_id: randomId() };
     if (pageContext) {
       command.page_context = pageContext;
+    }
+    if (attachments.length) {
+      command.attachments = attachments;
     }
     if (!this.send(command)) {
       return false;
@@ -172,8 +178,33 @@ export class Session {
     return this.send({ type: "confirm_tool", confirmation_id: confirmationId, approved });
   }
 
-  feedback(messageId, rating) {
-    return this.send({ type: "feedback", message_id: messageId, rating });
+  /** The answers to an `ask_user` form, or `cancelled` (SPEC §17). */
+  answerQuestion(questionId, answers, cancelled = false) {
+    return this.send(
+      cancelled ? { type: "answer_question", question_id: questionId, cancelled: true } : { type: "answer_question", question_id: questionId, answers },
+    );
+  }
+
+  /** Reviewers: the writes waiting for their review (`review_list`). */
+  listReviews() {
+    return this.send({ type: "list_reviews" });
+  }
+
+  /** Reviewers: approve or reject a review request, with an optional note. */
+  reviewTool(reviewId, approved, note) {
+    const command = { type: "review_tool", review_id: reviewId, approved };
+    if (note) {
+      command.note = note;
+    }
+    return this.send(command);
+  }
+
+  feedback(messageId, rating, comment = null) {
+    const command = { type: "feedback", message_id: messageId, rating };
+    if (comment) {
+      command.comment = comment;
+    }
+    return this.send(command);
   }
 
   resendIfNeeded() {
@@ -236,10 +267,16 @@ export class Session {
           this.awaiting = null;
           this.view.userMessageAccepted();
         }
-        return this.view.assistantStart(event.message_id, event.resumed === true);
+        return this.view.assistantStart(event.message_id, event.resumed === true, event.continues === true);
       case "text_delta":
         if (this.answering) {
           this.view.textDelta(this.answering, event.content);
+        }
+        return;
+      case "reasoning_delta":
+        // The model's reasoning (SPEC §19): shown folded, apart from the answer's text.
+        if (this.answering) {
+          this.view.reasoningDelta(this.answering, event.content);
         }
         return;
       case "tool_call_started":
@@ -251,6 +288,18 @@ export class Session {
         return this.view.toolCompleted(this.answering, event);
       case "confirmation_required":
         return this.view.confirmationRequired(this.answering, event);
+      case "question_required":
+        // The assistant asks (SPEC §17): a form in the card of its `ask_user` call.
+        return this.view.questionRequired(this.answering, event);
+      case "review_requested":
+        // The write this member approved waits for a reviewer (its card says so).
+        return this.view.reviewRequested(event);
+      case "review_list":
+        return this.view.reviewList(event.reviews || []);
+      case "review_required":
+        return this.view.reviewRequired(event.review);
+      case "review_resolved":
+        return this.view.reviewResolved(event.review_id, event.status);
       case "assistant_end":
         if (event.message_id === this.answering) {
           this.answering = null;

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlmodel import SQLModel
 
 from tests.fixtures.db import *  # noqa: F403
-from vernis.db.models import Member, Organization, UTCDateTime, table_of
+from vernis.store.models import Member, Organization, UTCDateTime, table_of
 from vernis_crm.models import (
     Analyzer,
     Call,

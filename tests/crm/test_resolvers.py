@@ -11,10 +11,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 import vernis_crm
 from tests.fixtures.db import *  # noqa: F403
-from vernis.context.page import CurrentPage, PageContextResolver, PageRequest
 from vernis.identity.members import MemberInfo
 from vernis.identity.service import IdentityService
 from vernis.identity.tokens import TokenVerifier
+from vernis.pages import CurrentPage, PageContextResolver, PageRequest
 from vernis.tools import ToolContext
 from vernis.tools.catalog import Catalog
 from vernis_crm.demo.seed import SeedResult

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from tests.data import add_notification, database, is_read
 from tests.fixtures.server import Client, Vernis, VernisFactory
-from vernis.scripted import Reply, ScriptedToolCall
+from vernis.model.scripted import Reply, ScriptedToolCall
 from vernis_crm import toolkit as crm_toolkit
 
 
@@ -153,8 +153,9 @@ async def test_two_tabs_approving_at_once_write_once(vernis: Vernis) -> None:
         await second.until("history_end")
         approve = {"confirmation_id": confirmation["confirmation_id"], "approved": True}
         await asyncio.gather(first.send("confirm_tool", **approve), second.send("confirm_tool", **approve))
-        first_events = await first.drain()
-        second_events = await second.drain()
+        # Each tab hears the card end (however long the write takes), then anything after it.
+        first_events = await first.until("tool_call_completed") + await first.drain()
+        second_events = await second.until("tool_call_completed") + await second.drain()
     for events in (first_events, second_events):
         assert [e["type"] for e in events].count("tool_call_completed") == 1
     errors = [e for e in first_events + second_events if e["type"] == "error"]
@@ -232,6 +233,8 @@ async def test_history_keeps_an_answered_preview_and_where_each_call_came(vernis
     )
     async with vernis.opened() as client:
         await client.answer("mark it read please")
+        # The title comes in the background: awaited here, so that it cannot reach the next socket.
+        await client.until("title_updated")
     async with vernis.connect() as client:
         events = await client.until("history_end")
         assistant = [e for e in events if e["type"] == "history_message" and e["role"] == "assistant"][-1]
@@ -253,3 +256,41 @@ async def test_history_keeps_an_answered_preview_and_where_each_call_came(vernis
         assert call["approval"]["preview"]["changes"] == {"read": {"from": False, "to": True}}
         assert call["approval"]["confirmation_id"]
     assert not await is_read(vernis, notification_id)
+
+
+async def test_a_new_message_supersedes_a_pending_approval(vernis: Vernis) -> None:
+    """A preview left pending while the member asks something else ends unapproved (its card says the conversation moved on, stored so), a late approval is not_found, nothing is written, and the model's next request reads it."""
+    notification_id = await add_notification(vernis)
+    async with vernis.opened() as client:
+        confirmation, _ = await preview(client, vernis, notification_id)
+        vernis.scripted.add(Reply("It is sunny."), match="weather")
+        events = await client.answer("what's the weather like?")
+        (ended,) = [e for e in events if e["type"] == "tool_call_completed"]
+        assert ended["call_id"] == confirmation["call_id"]
+        assert ended["status"] == "expired"
+        assert ended["result"]["error"]["code"] == "superseded"
+        assert (
+            ended["result"]["error"]["message"]
+            == "Not approved: the conversation moved on. Ask again to do it."
+        )
+        # The card ended before the new answer started.
+        kinds = [e["type"] for e in events]
+        assert kinds.index("tool_call_completed") < kinds.index("assistant_start")
+        await client.send("confirm_tool", confirmation_id=confirmation["confirmation_id"], approved=True)
+        error = await client.until("error")
+        assert error[-1]["code"] == "not_found"
+        assert "moved on" in error[-1]["message"]
+    assert not await is_read(vernis, notification_id)
+    status = await sql(vernis, "SELECT status, resolved_via FROM assistant_approval")
+    assert [(row.status, row.resolved_via) for row in status] == [("expired", "superseded")]
+    # The model read that the change was not approved (the stored call), not a pending preview.
+    last = vernis.scripted.requests[-1]
+    results = [m["content"] for m in last["messages"] if m["role"] == "tool"]
+    assert any("superseded" in content for content in results), results
+    # And history replays the card as ended.
+    async with vernis.connect() as again:
+        events = await again.until("history_end")
+        (card,) = [
+            call for e in events if e["type"] == "history_message" for call in e.get("tool_calls") or []
+        ]
+        assert card["status"] == "expired"

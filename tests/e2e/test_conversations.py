@@ -9,6 +9,7 @@ import pytest
 
 from tests.data import demo_member, store_of
 from tests.fixtures.server import Vernis, VernisFactory
+from vernis.model.scripted.scenarios import without_context
 
 
 def chat_requests(vernis: Vernis) -> list[dict[str, Any]]:
@@ -17,7 +18,7 @@ def chat_requests(vernis: Vernis) -> list[dict[str, Any]]:
 
 
 async def test_rollover_at_50_carries_the_context(vernis_factory: VernisFactory) -> None:
-    """The 26th message of a 50-message conversation rolls over to a linked conversation, and the model still sees the earlier messages."""
+    """The 26th message of a 50-message conversation rolls over to a linked conversation, and the model still sees the recent earlier messages (the window, now full, cut to the last ones at once)."""
     async with vernis_factory(rate_limit="1000/60", member_rate_limit="1000/60") as vernis:
         async with vernis.opened() as client:
             first_id = None
@@ -33,10 +34,12 @@ async def test_rollover_at_50_carries_the_context(vernis_factory: VernisFactory)
             assert rolled["conversation_id"] != first_id
 
         request = chat_requests(vernis)[-1]
-        history = [m for m in request["messages"] if m["role"] != "system"]
+        history = without_context([m for m in request["messages"] if m["role"] != "system"])
         assert history[-1] == {"role": "user", "content": "what was fact 24?"}
         assert {"role": "user", "content": "fact 24: the code is 168"} in history
-        assert len(history) == 50
+        # 51 messages in the window: the last 10 kept (VERNIS_CONTEXT_KEEP_RECENT), from the user's.
+        assert history[0] == {"role": "user", "content": "fact 20: the code is 140"}
+        assert len(history) == 11
 
         async with store_of(vernis) as store:
             member = demo_member(vernis)
@@ -51,7 +54,7 @@ async def test_rollover_at_50_carries_the_context(vernis_factory: VernisFactory)
 
 
 async def test_window_never_exceeds_50_messages(vernis_factory: VernisFactory) -> None:
-    """However long a conversation runs, no model request carries more than 50 prior messages."""
+    """However long a conversation runs, no model request carries more than 50 prior messages; a full window is cut to its last messages at once, then grows again from there."""
     async with (
         vernis_factory(rate_limit="1000/60", member_rate_limit="1000/60", rollover_messages=200) as vernis,
         vernis.opened() as client,
@@ -59,14 +62,10 @@ async def test_window_never_exceeds_50_messages(vernis_factory: VernisFactory) -
         for number in range(30):
             await client.answer(f"message {number}")
     sizes = [len([m for m in body["messages"] if m["role"] != "system"]) for body in chat_requests(vernis)]
-    assert sizes[:3] == [1, 3, 5]
-    assert max(sizes) == 50
-    assert sizes[-1] == 50
-    last = [m for m in chat_requests(vernis)[-1]["messages"] if m["role"] != "system"]
-    # The last 50 of 59 stored messages: the answer to "message 4" is the oldest still in view.
-    assert last[0]["role"] == "assistant"
-    assert "message 4" in last[0]["content"]
-    assert last[1] == {"role": "user", "content": "message 5"}
+    # 49 messages at the 25th; the 26th would make 51: cut to the last 10, from message 20 on.
+    assert sizes == [*range(1, 50, 2), *range(11, 20, 2)]
+    last = without_context([m for m in chat_requests(vernis)[-1]["messages"] if m["role"] != "system"])
+    assert last[0] == {"role": "user", "content": "message 20"}
 
 
 async def test_window_is_rebuilt_from_storage_after_reconnect(vernis: Vernis) -> None:

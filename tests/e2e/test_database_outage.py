@@ -76,7 +76,7 @@ async def test_database_down_refuses_new_answers_keeps_sockets_and_recovers(
     cut, url = relay
     async with vernis_factory(database_url=url) as vernis, vernis.opened() as client:
         await client.answer("hello")
-        await client.drain(0.5)
+        await client.until("title_updated")
         await cut.cut()
         await client.send("user_message", content="are you there?")
         refused = (await client.until("error"))[-1]

@@ -10,8 +10,9 @@ import httpx
 import sqlalchemy as sa
 
 from tests.data import database
+from tests.e2e.test_reviews import a_contact, sent
 from tests.fixtures.server import Vernis, text_of
-from vernis.db.models import table_of
+from vernis.store.models import table_of
 from vernis_crm.demo.scripted import demo_scenarios, organization_today
 from vernis_crm.models import Contact
 
@@ -123,3 +124,22 @@ async def test_config_lists_the_quick_actions_for_a_page(vernis: Vernis) -> None
     assert "Create a new contact" not in labels  # a viewer may not
     assert {"Summarize this contact", "Summarize this call"} <= {action["label"] for action in everywhere}
     assert all(not action["entity_types"] or action["entity_types"] == ["contact"] for action in contact)
+
+
+async def test_a_members_sms_waits_for_an_admins_review_in_the_offline_demo(vernis: Vernis) -> None:
+    """Offline demo: "Text this contact: ..." on a contact's page previews send_sms; the member's "yes" sends it to review; the admin's approval sends it, and the demo's next answer says who approved it, with the note."""
+    vernis.scripted.scenarios = demo_scenarios()
+    contact_id = await a_contact(vernis)
+    page = {"route": f"/contacts/{contact_id}", "entity_type": "contact", "entity_id": contact_id}
+    text = f"See you at the front desk at 3pm {uuid.uuid4().hex[:6]}"
+    async with vernis.opened("member@acme.test") as member, vernis.opened("admin@acme.test") as admin:
+        events = await member.answer(f"Text this contact: {text}", page_context=page)
+        (asked,) = [e for e in events if e["type"] == "confirmation_required"]
+        assert asked["preview"]["body"] == text
+        events = await member.answer("Yes, go ahead")
+        assert [e["status"] for e in events if e["type"] == "tool_call_completed"] == ["review_requested"] * 2
+        (pushed,) = await admin.expect("review_required")
+        await admin.send("review_tool", review_id=pushed["review"]["review_id"], approved=True, note="Good.")
+        events = await member.until("assistant_end")
+        assert "Marcus Chen approved the change, and it was made. Their note: “Good.”" in text_of(events)
+    assert await sent(vernis, text) == 1

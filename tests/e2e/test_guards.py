@@ -14,10 +14,11 @@ import sqlalchemy as sa
 
 from tests.data import database, demo_member
 from tests.fixtures.server import Client, Vernis, VernisFactory
-from vernis.db.models import table_of
 from vernis.guards import Category
 from vernis.guards.corpus import load_corpus
-from vernis.scripted import Reply, ScriptedToolCall
+from vernis.model.scripted import Reply, ScriptedToolCall
+from vernis.model.scripted.scenarios import context_text, last_user_text, without_context
+from vernis.store.models import table_of
 from vernis_crm.models import Contact, ContactNote
 
 CORPUS = load_corpus(Path(__file__).parents[1] / "guards" / "corpus.toml")
@@ -92,11 +93,11 @@ async def test_redacted_message_reaches_the_model_redacted_and_is_stored_redacte
         events = await client.answer("Charge 4111 1111 1111 1111 for the Acme renewal")
     assert events[-1]["type"] == "assistant_end"
     (request,) = chat_requests(vernis)
-    assert request["messages"][-1] == {
+    assert without_context(request["messages"])[-1] == {
         "role": "user",
         "content": "Charge [CARD_REDACTED] for the Acme renewal",
     }
-    assert "payment card number in your message was hidden" in request["messages"][0]["content"]
+    assert "payment card number in your message was hidden" in context_text(request)
     assert "4111" not in upstream_text(vernis)
     stored = await database_text(vernis)
     assert "Charge [CARD_REDACTED] for the Acme renewal" in stored
@@ -276,9 +277,9 @@ async def test_planted_instruction_in_the_current_page_is_flagged(vernis: Vernis
     page = {"route": f"/contacts/{contact_id}", "entity_type": "contact", "entity_id": str(contact_id)}
     async with vernis.opened() as client:
         events = await client.answer("Log that I met her", page_context=page)
-    system = chat_requests(vernis)[0]["messages"][0]["content"]
-    assert "Eve (Globex." in system
-    assert "current page's name or summary contains text that tries to give you instructions" in system
+    context = context_text(chat_requests(vernis)[0])
+    assert "Eve (Globex." in context
+    assert "current page's name or summary contains text that tries to give you instructions" in context
     card = next(e for e in events if e["type"] == "confirmation_required")
     assert "(the current page)" in card["preview"]["warnings"][0]
 
@@ -301,7 +302,7 @@ async def test_edited_message_goes_through_the_input_guard(vernis: Vernis) -> No
         await client.send("edit_message", message_id=answer_id, content="charge 4111 1111 1111 1111")
         await client.until("assistant_end")
     last = [body for body in vernis.scripted.requests if body["model"] == chat][-1]
-    assert last["messages"][-1]["content"] == "charge [CARD_REDACTED]"
+    assert last_user_text(last) == "charge [CARD_REDACTED]"
     stored = await database_text(vernis)
     assert "AKIAIOSFODNN7EXAMPLE" not in stored
     assert "4111 1111" not in stored

@@ -103,6 +103,22 @@ async def test_cookie_and_subprotocol_tokens_are_accepted(vernis: Vernis) -> Non
         await client.expect("conversation_loaded", "history_end")
 
 
+@pytest.mark.parametrize("offered", [["token"], ["vernis.v1", "token"], ["token", "vernis.v1"]])
+async def test_the_selected_subprotocol_never_echoes_the_token(vernis: Vernis, offered: list[str]) -> None:
+    """Offered `vernis.token.<jwt>` alone or beside `vernis.v1`, the server selects `vernis.v1` or none: the token is in no response header."""
+    token = vernis.token()
+    subprotocols = [f"vernis.token.{token}" if name == "token" else name for name in offered]
+    async with vernis.connect(None, subprotocols=subprotocols) as client:
+        await client.expect("conversation_loaded", "history_end")
+        response = client.ws.response
+        assert client.ws.subprotocol == ("vernis.v1" if "vernis.v1" in offered else None)
+    assert response is not None
+    assert response.headers.get_all("Sec-WebSocket-Protocol") == (
+        ["vernis.v1"] if "vernis.v1" in offered else []
+    )
+    assert token not in str(response.headers)
+
+
 async def test_expiring_token_closes_open_socket_with_4401(vernis: Vernis) -> None:
     """A token that expires while the socket is open closes it with 4401."""
     async with vernis.connect(token=vernis.token(ttl=2)) as client:

@@ -58,6 +58,7 @@ async def statuses(database_url: str) -> list[tuple[str, str]]:
         await engine.dispose()
 
 
+@pytest.mark.slow
 async def test_an_instance_killed_mid_answer_leaves_every_client_a_clear_ending(
     cluster: Launcher, database_url: str
 ) -> None:

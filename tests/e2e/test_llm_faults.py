@@ -19,8 +19,8 @@ from pydantic import BaseModel
 
 from tests.fixtures.server import Client, Vernis, VernisFactory, text_of, types_of
 from tests.utils import free_port
-from vernis.scripted import SCRIPTED_CHAT_MODEL, Fault, Quirk, Reply, ScriptedToolCall
-from vernis.scripted.scenarios import last_user_text
+from vernis.model.scripted import SCRIPTED_CHAT_MODEL, Fault, Quirk, Reply, ScriptedToolCall
+from vernis.model.scripted.scenarios import last_user_text
 from vernis.tools import Tool, ToolContext, Toolkit
 from vernis.tools.catalog import Catalog
 
@@ -39,10 +39,10 @@ def chat_requests(vernis: Vernis) -> list[dict[str, Any]]:
 
 
 def squash(kinds: list[str]) -> list[str]:
-    """Event types with each run of `text_delta` collapsed into one."""
+    """Event types with each run of `text_delta` (or `reasoning_delta`) collapsed into one."""
     out: list[str] = []
     for kind in kinds:
-        if not (kind == "text_delta" and out and out[-1] == "text_delta"):
+        if not (kind in ("text_delta", "reasoning_delta") and out and out[-1] == kind):
             out.append(kind)
     return out
 
@@ -372,7 +372,7 @@ async def test_tool_call_quirks_run_the_tool_once(vernis_factory: VernisFactory,
     ids=["double-finish", "comments", "no-usage", "reasoning", "all"],
 )
 async def test_text_quirks_give_the_text_once_and_complete(vernis: Vernis, quirks: Quirk) -> None:
-    """A doubled finish chunk, comment lines, missing usage or reasoning text: the answer text arrives once, without reasoning, stored complete."""
+    """A doubled finish chunk, comment lines, missing usage or reasoning text: the answer text arrives once, without reasoning (which goes apart, as reasoning_delta, SPEC §19), stored complete."""
     answer = "You have three calls today."
     reasoning = "SECRET-REASONING the user wants calls"
     vernis.scripted.add(Reply(answer, quirks=quirks, reasoning=reasoning), match=is_chat)
@@ -381,9 +381,11 @@ async def test_text_quirks_give_the_text_once_and_complete(vernis: Vernis, quirk
     assert squash(types_of(events)) == [
         "conversation_created",
         "assistant_start",
+        "reasoning_delta",
         "text_delta",
         "assistant_end",
     ]
     assert text_of(events) == answer
-    assert all("SECRET-REASONING" not in str(e) for e in events)
+    assert "".join(e["content"] for e in events if e["type"] == "reasoning_delta") == reasoning
+    assert all("SECRET-REASONING" not in str(e) for e in events if e["type"] != "reasoning_delta")
     await assert_stored(vernis, "calls today?", answer, "complete")

@@ -1,28 +1,34 @@
 """An MCP server's tools, end to end (SPEC §14 item 4): Vernis in product mode, configured by a
 vernis.toml with `[[mcp_servers]]`, against a real MCP server (the SDK's own, streamable HTTP on
-loopback, `tests.tools.test_mcp_support.Desk`), driven by a real `websockets` client."""
+loopback, `tests.tools.test_mcp_support.Desk`, and a third party's, `Vendor`), driven by a real
+`websockets` client."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
+import jwt
 import pytest
 import sqlalchemy as sa
+from websockets.exceptions import InvalidStatus
 
 from tests.data import database
 from tests.fixtures.server import Client, Vernis, VernisFactory, text_of
-from tests.tools.test_mcp_support import Desk
+from tests.tools.test_mcp_support import PLANTED, Desk, Vendor
 from tests.utils import free_port
-from vernis.scripted import SCRIPTED_CHAT_MODEL, Reply, ScriptedToolCall
-from vernis.scripted.scenarios import last_user_text
+from vernis.model.scripted import SCRIPTED_CHAT_MODEL, Reply, ScriptedToolCall
+from vernis.model.scripted.scenarios import context_text, last_user_text
 
 Body = Mapping[str, Any]
 REPO = Path(__file__).resolve().parents[2]
@@ -33,7 +39,9 @@ MEMBER = "member@acme.test"
 
 
 def config_text(url: str, **server: Any) -> str:
-    options = {"timeout": 1, "connect_timeout": 1, "forward_member_token": True} | server
+    # A generous connect timeout: on a machine running the suite on four workers the first
+    # connection took over a second, and the server's tools were left out of the test.
+    options = {"timeout": 1, "connect_timeout": 10, "forward_member_token": True} | server
     extra = "\n".join(f"{key} = {json.dumps(value)}" for key, value in options.items())
     return f"""
 [assistant]
@@ -70,7 +78,9 @@ def after_tool(body: Body) -> bool:
 
 
 def offered(body: Body) -> dict[str, dict[str, Any]]:
-    return {tool["function"]["name"]: tool["function"] for tool in body.get("tools") or ()}
+    """The tools offered to the model, less Vernis's own `ask_user` (offered to every member)."""
+    tools = (tool["function"] for tool in body.get("tools") or ())
+    return {tool["name"]: tool for tool in tools if tool["name"] != "ask_user"}
 
 
 def last_chat(vernis: Vernis) -> dict[str, Any]:
@@ -153,8 +163,53 @@ async def test_the_servers_tools_are_offered_with_their_schemas_and_a_read_runs_
     (call,) = desk.calls
     assert call.arguments == {"status": "open", "limit": 10}
     assert call.headers["authorization"] == f"Bearer {SERVICE_KEY}"
-    assert call.headers["x-vernis-member-token"] == token
+    assert call.headers["x-vernis-member-token"] not in ("", token)
     assert await audit(vernis) == []
+
+
+async def read_once(product: Product) -> tuple[str, str]:
+    """The member has desk__find_tickets run once; returns the member's token, and the token the
+    server received with the call."""
+    vernis = product.vernis
+    find = ScriptedToolCall("desk__find_tickets", {"status": "open"}, call_id="call_find")
+    vernis.scripted.add(Reply("Looking.", tool_calls=[find]), match=chat_about("open tickets"))
+    vernis.scripted.add("Two open tickets.", match=after_tool)
+    token = vernis.token(MEMBER)
+    async with product.opened(token) as client:
+        await client.answer("Which open tickets do we have?")
+    (call,) = product.desk.calls
+    return token, call.headers["x-vernis-member-token"]
+
+
+async def test_the_server_receives_a_short_lived_token_vernis_signs_for_it(product: Product) -> None:
+    """The MCP server receives not the member's token but one that verifies against Vernis's JWKS (fetched over HTTP), for the server's audience, naming the member, expiring within 5 minutes."""
+    vernis = product.vernis
+    begun = time.time()
+    token, received = await read_once(product)
+    assert received != token
+    async with httpx.AsyncClient() as http:
+        response = await http.get(f"{vernis.http_url}/api/assistant/jwks")
+    assert response.status_code == 200
+    keys = jwt.PyJWKSet.from_dict(response.json())
+    key = next(key for key in keys.keys if key.key_id == jwt.get_unverified_header(received)["kid"])
+    claims = jwt.decode(received, key, algorithms=[key.algorithm_name], audience="vernis-mcp:desk")
+    assert (claims["sub"], claims["org"], claims["aud"]) == (MEMBER, "acme", "vernis-mcp:desk")
+    assert sorted(claims["permissions"]) == ["assistant:use", "mcp:desk"]
+    assert time.time() < claims["exp"] <= begun + 300 + 1
+    assert all("d" not in jwk for jwk in response.json()["keys"]), "no private part is published"
+
+
+async def test_vernis_refuses_the_token_it_signed_for_a_server(product: Product) -> None:
+    """The token the MCP server received opens no Vernis socket (HTTP 403), and sent as `authenticate` on a live socket closes it with 4401."""
+    vernis = product.vernis
+    _, received = await read_once(product)
+    with pytest.raises(InvalidStatus) as refused:
+        async with vernis.connect(None, token=received):
+            pass
+    assert refused.value.response.status_code == 403
+    async with product.opened() as client:
+        await client.send("authenticate", token=received)
+        assert (await client.close_frame()).code == 4401
 
 
 async def preview_close(product: Product, client: Client) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -184,8 +239,9 @@ async def test_a_write_runs_once_after_two_tabs_approve_at_once(product: Product
         await second.until("history_end")
         approve = {"confirmation_id": confirmation["confirmation_id"], "approved": True}
         await asyncio.gather(first.send("confirm_tool", **approve), second.send("confirm_tool", **approve))
-        first_events = await first.drain()
-        second_events = await second.drain()
+        # Each tab hears the card end (however long the write takes), then anything after it.
+        first_events = await first.until("tool_call_completed") + await first.drain()
+        second_events = await second.until("tool_call_completed") + await second.drain()
     for received in (first_events, second_events):
         (done,) = [e for e in received if e["type"] == "tool_call_completed"]
         assert done["status"] == "ok"
@@ -220,7 +276,9 @@ async def test_a_member_without_the_servers_permission_is_not_offered_its_tools(
         events = await client.answer("sneak a look at the tickets")
     first = next(body for body in vernis.scripted.requests if is_chat(body))
     assert offered(first) == {}
-    assert "tool_call_started" not in [e["type"] for e in events]
+    # Vernis's own ask_user is still offered, so the model's call is answered: refused, run nowhere.
+    refused = [e for e in events if e["type"] == "tool_call_completed"]
+    assert [e["result"]["error"]["code"] for e in refused] == ["forbidden"]
     assert product.desk.calls == []
 
 
@@ -264,14 +322,14 @@ async def test_stop_cancels_a_call_in_flight(product: Product) -> None:
 
 
 async def test_the_page_is_named_through_the_configured_read_tool(product: Product) -> None:
-    """A message from /tickets/T-2 names the ticket in the system prompt, read by desk__get_ticket as the member."""
+    """A message from /tickets/T-2 names the ticket in the turn's context, read by desk__get_ticket as the member."""
     vernis, desk = product.vernis, product.desk
     vernis.scripted.add("It keeps dropping.", match=chat_about("this ticket"))
     async with product.opened() as client:
         await client.answer("what is this ticket about?", page_context={"route": "/tickets/T-2"})
-    system = last_chat(vernis)["messages"][0]["content"]
-    assert 'The user is looking at the ticket "VPN drops hourly" (id T-2).' in system
-    assert "About it: open" in system
+    context = context_text(last_chat(vernis))
+    assert 'The user is looking at the ticket "VPN drops hourly" (id T-2).' in context
+    assert "About it: open" in context
     (call,) = desk.calls
     assert (call.tool, call.arguments) == ("get_ticket", {"ticket_id": "T-2"})
     assert call.headers["x-vernis-member-token"]
@@ -339,3 +397,85 @@ async def test_check_config_lists_mcp_tools_per_role_and_servers_down(tmp_path: 
     billing = next(line for line in lines if line.startswith("  billing: "))
     assert billing.startswith("  billing: DOWN")
     assert lines[-1] == "configuration is valid"
+
+
+def vendor_config(url: str) -> str:
+    """The vendor's server twice: as `vendor`, external with the default trust, and as `vouched`,
+    external with trust_annotations = true."""
+    return f"""
+[roles.member]
+permissions = ["assistant:use", "mcp:vendor", "mcp:vouched"]
+
+[[mcp_servers]]
+name = "vendor"
+url = "{url}"
+external = true
+timeout = 5
+
+[[mcp_servers]]
+name = "vouched"
+url = "{url}"
+external = true
+trust_annotations = true
+timeout = 5
+"""
+
+
+@pytest.fixture
+async def vendor(vernis_factory: VernisFactory, tmp_path: Path) -> AsyncIterator[tuple[Vernis, Vendor]]:
+    server = Vendor()
+    async with server.serve() as url, product_vernis(vernis_factory, tmp_path, vendor_config(url)) as vernis:
+        yield vernis, server
+
+
+async def test_a_tool_whose_metadata_plants_instructions_is_not_offered_to_the_model(
+    vendor: tuple[Vernis, Vendor], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Tools whose description, title or parameter description plant instructions are missing from the model's request while the server's honest tools are there; the log names the server and tool, not the text."""
+    vernis, _ = vendor
+    vernis.scripted.add("Hello.", match=chat_about("hello"))
+    with caplog.at_level(logging.WARNING, logger="vernis.tools.mcp"):
+        async with vernis.opened(MEMBER) as client:
+            await client.answer("hello")
+    tools = offered(last_chat(vernis))
+    assert sorted(tools) == ["vendor__lookup", "vendor__refund", "vouched__lookup", "vouched__refund"]
+    assert PLANTED not in json.dumps(last_chat(vernis))
+    # The servers' tools are listed when Vernis starts (the fixture's setup) or on first use.
+    records = caplog.get_records("setup") + caplog.get_records("call")
+    left_out = [r.getMessage() for r in records if "is left out" in r.getMessage()]
+    for server in ("vendor", "vouched"):
+        for tool in ("history", "track", "find_customer"):
+            assert any(m.startswith(f"MCP server {server}: the tool '{tool}'") for m in left_out), (
+                server,
+                tool,
+            )
+    assert not any("phone number" in record.getMessage() for record in caplog.records)
+
+
+async def test_an_external_servers_read_only_annotation_is_believed_only_when_trusted(
+    vendor: tuple[Vernis, Vendor],
+) -> None:
+    """On an external server a tool annotated readOnlyHint is previewed and waits for approval, calling nothing; with trust_annotations = true set explicitly the same tool runs as a read."""
+    vernis, server = vendor
+    wary = ScriptedToolCall("vendor__lookup", {"order_id": "A-1"}, call_id="call_wary")
+    vernis.scripted.add(Reply(tool_calls=[wary]), match=chat_about("order A-1"))
+    vouched = ScriptedToolCall("vouched__lookup", {"order_id": "A-2"}, call_id="call_vouched")
+    vernis.scripted.add(Reply(tool_calls=[vouched]), match=chat_about("order A-2"))
+    vernis.scripted.add("Done.", match=after_tool, times=None)
+    async with vernis.opened(MEMBER) as client:
+        first = await client.answer("where is order A-1?")
+        (confirmation,) = [e for e in first if e["type"] == "confirmation_required"]
+        assert confirmation["preview"] == {
+            "action": "Look up an order",
+            "tool": "vendor__lookup",
+            "arguments": {"order_id": "A-1"},
+        }
+        assert server.calls == []
+        second = await client.answer("where is order A-2?")
+    assert "confirmation_required" not in [e["type"] for e in second]
+    # (The first preview, left pending, ended as superseded by this second message.)
+    (done,) = [e for e in second if e["type"] == "tool_call_completed" and e["call_id"] == "call_vouched"]
+    assert (done["status"], done["result"]["data"]) == ("ok", {"text": "A-2: shipped"})
+    assert [(call.tool, call.arguments) for call in server.calls] == [("lookup", {"order_id": "A-2"})]
+    assert "confirmed" in offered(last_chat(vernis))["vendor__lookup"]["parameters"]["properties"]
+    assert "confirmed" not in offered(last_chat(vernis))["vouched__lookup"]["parameters"]["properties"]

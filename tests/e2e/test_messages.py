@@ -6,7 +6,7 @@ import orjson
 
 from tests.data import demo_member, store_of
 from tests.fixtures.server import Vernis, VernisFactory, text_of
-from vernis.scripted import Reply
+from vernis.model.scripted import Reply
 
 
 async def stored_messages(vernis: Vernis, email: str = "member@acme.test") -> list[tuple[str, str, str]]:
@@ -107,6 +107,8 @@ async def test_repeated_client_message_id_is_answered_once(vernis: Vernis) -> No
     """The same client_message_id sent twice (a resend after reconnect) is stored and answered once."""
     async with vernis.opened() as client:
         await client.answer("book a cleaning", client_message_id="c-1")
+        # The title comes in the background: awaited here, so that it cannot reach the next socket.
+        await client.until("title_updated")
     async with vernis.opened() as client:
         await client.send("user_message", content="book a cleaning", client_message_id="c-1")
         await client.silent(0.5)

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from tests.fixtures.server import Vernis, VernisFactory
-from vernis.scripted import Reply, ScriptedToolCall
+from vernis.model.scripted import Reply, ScriptedToolCall
 from vernis.tools import ToolContext, Toolkit
 from vernis.tools.catalog import Catalog
 
@@ -105,7 +105,15 @@ async def test_host_rs256_token_with_string_ids_runs_a_conversation_with_tools(
     async with httpx.AsyncClient(base_url=product.http_url) as http:
         config = await http.get("/api/assistant/config", headers={"Authorization": f"Bearer {token}"})
     assert config.status_code == 200
-    assert config.json() == {"name": "Vernis", "scripted": False, "quick_actions": [], "pages": []}
+    assert config.json() == {
+        "name": "Vernis",
+        "scripted": False,
+        "quick_actions": [],
+        "pages": [],
+        "image_origins": [],
+        "navigable": [],
+        "reviewer": False,
+    }
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,8 @@ from typing import Any
 
 from tests.e2e.test_llm_faults import chat_about, first_answer, replay
 from tests.fixtures.server import Vernis, text_of
-from vernis.scripted import Reply
-from vernis.scripted.scenarios import last_user_text
+from vernis.model.scripted import Reply
+from vernis.model.scripted.scenarios import last_user_text
 
 
 def chat_requests(vernis: Vernis) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.server import Client, Vernis, VernisFactory, text_of, types_of
-from vernis.scripted import SCRIPTED_TITLE_MODEL, Fault, Reply
+from vernis.model.scripted import SCRIPTED_TITLE_MODEL, Fault, Reply
 
 LONG_MESSAGE = "Could you list every overdue task assigned to the front desk team this week please"
 # The first words of LONG_MESSAGE that fit, with an ellipsis for the rest.

@@ -15,8 +15,8 @@ import pytest
 from pydantic import BaseModel, Field
 
 from tests.fixtures.server import Vernis, VernisFactory, text_of, types_of
-from vernis.scripted import SCRIPTED_CHAT_MODEL, Fault, Reply, ScriptedToolCall
-from vernis.scripted.scenarios import last_user_text
+from vernis.model.scripted import SCRIPTED_CHAT_MODEL, Fault, Reply, ScriptedToolCall
+from vernis.model.scripted.scenarios import last_user_text
 from vernis.tools import Tool, ToolContext, Toolkit
 from vernis.tools.catalog import Catalog
 

@@ -15,7 +15,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from tests.fixtures.server import Client, Vernis, VernisFactory, text_of
-from vernis.scripted import Reply
+from vernis.model.scripted import Reply
 from vernis.ws.transport import Flag, Inbox, VernisProtocol
 
 MAX_FRAME = 65536
@@ -220,7 +220,8 @@ async def test_a_reader_that_falls_behind_gets_every_delta_once_in_order(vernis:
         first = await client.until("text_delta")
         await asyncio.sleep(1.0)  # not reading: the answer goes on and its frames back up
         rest = await client.until("assistant_end", timeout=30)
-        await client.drain(0.3)  # the title: with no read-ahead, unread frames would hold up the close
+        # The title: with no read-ahead, unread frames would hold up the close.
+        await client.until("title_updated")
     events = first + rest
     assert text_of(events) == words
     seqs = [event["seq"] for event in events if "seq" in event]

@@ -5,10 +5,13 @@ from __future__ import annotations
 import sqlite3
 from collections import Counter
 
+import pytest
+
 from tests.fixtures.db import SeededTemplate
 from vernis.guards import GuardPolicy, scan_text
 
 
+@pytest.mark.slow
 def test_seeded_crm_data_raises_no_finding(sqlite_seeded_template: SeededTemplate) -> None:
     """Tens of thousands of values (names, notes, phone numbers, call summaries, ids) raise no false alarm under the default policy."""
     policy = GuardPolicy()

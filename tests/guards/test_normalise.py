@@ -35,3 +35,11 @@ def test_skeleton_undoes_homoglyphs_leetspeak_accents_and_spacing() -> None:
     assert skeleton("ïgnörè") == "ignore"
     assert skeleton("i g n o r e this") == "ignore this"
     assert skeleton("Order 1234 on 2024-05-12") == "order 1234 on 2024-05-12"
+
+
+def test_digits_of_every_script_read_as_ascii_digits_for_the_detectors() -> None:
+    """Arabic-Indic, Persian and Devanagari digits become ASCII ones in what detectors read, one for one; the model's text keeps them."""
+    prepared = normalise("بطاقة ٤١١١ \u06f1\u06f1\u06f1\u06f1 and ४२४२")
+    assert prepared.scan == "بطاقة 4111 1111 and 4242"
+    assert prepared.clean == "بطاقة ٤١١١ \u06f1\u06f1\u06f1\u06f1 and ४२४२"
+    assert prepared.to_clean(6, 15) == (6, 15)

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from tests.members import member
 from vernis.guards import GuardService
-from vernis.services.llm import ToolCall
+from vernis.model.base import ToolCall
 from vernis.tools import Tool, ToolContext
 from vernis.tools.approvals import ApprovalService
 from vernis.tools.runner import ToolRegistry, ToolRunner

@@ -20,14 +20,15 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from vernis.conversation.store import ConversationStore
 from vernis.identity.service import IdentityService
 from vernis.identity.tokens import TokenVerifier, issue_token
-from vernis.services.llm import ToolCall
-from vernis.services.persistence import ConversationStore
+from vernis.model.base import ToolCall
 from vernis.tools import ToolContext
 from vernis.tools.approvals import ApprovalService
 from vernis.tools.catalog import Catalog
-from vernis.tools.runner import ToolOutcome, ToolRunner, execute_write
+from vernis.tools.outcomes import execute_write
+from vernis.tools.runner import ToolOutcome, ToolRunner
 from vernis_helpdesk import toolkit
 
 SECRET = "helpdesk-test-secret-that-is-long-enough-for-hs256"
@@ -117,6 +118,7 @@ class Desk:
             approval.id,
             approval.arguments,
             self.approvals,
+            runner.guards,
         )
         return preview, envelope
 

@@ -17,8 +17,8 @@ import pytest
 from tests.fixtures.server import Client, Vernis, VernisFactory, text_of, types_of
 from tests.helpdesk.support import Recorder, RsaKey
 from tests.utils import free_port, run_server
-from vernis.scripted import SCRIPTED_CHAT_MODEL, Reply, ScriptedToolCall
-from vernis.scripted.scenarios import last_user_text
+from vernis.model.scripted import SCRIPTED_CHAT_MODEL, Reply, ScriptedToolCall
+from vernis.model.scripted.scenarios import last_user_text, prompt_text
 from vernis_helpdesk.api import create_api
 
 Body = Mapping[str, Any]
@@ -65,7 +65,9 @@ def after_tool(name: str) -> Callable[[Body], bool]:
 
 
 def offered(body: Body) -> list[str]:
-    return [tool["function"]["name"] for tool in body.get("tools") or ()]
+    """The toolkit's tools offered to the model, less Vernis's own `ask_user` (offered to every member)."""
+    names = (tool["function"]["name"] for tool in body.get("tools") or ())
+    return [name for name in names if name != "ask_user"]
 
 
 @dataclass
@@ -169,9 +171,7 @@ async def test_agent_reads_real_tickets_then_approves_a_status_change(product: P
         assert confirmation["preview"]["changes"] == {"status": {"from": "open", "to": "solved"}}
         (completed,) = [e for e in events if e["type"] == "tool_call_completed"]
         assert completed["status"] == "needs_confirmation"
-        system = [body for body in scripted.requests if chat_about("as solved")(body)][-1]["messages"][0][
-            "content"
-        ]
+        system = prompt_text([body for body in scripted.requests if chat_about("as solved")(body)][-1])
         assert 'the ticket "Cannot log in after the password reset" (id T-1001)' in system
         assert (await product.ticket(token, "T-1001"))["status"] == "open"
 
@@ -183,6 +183,27 @@ async def test_agent_reads_real_tickets_then_approves_a_status_change(product: P
     assert (ticket["status"], ticket["updated_by"]) == ("solved", "agent-42")
     writes = [seen for seen in product.api.seen if seen[0] == "POST"]
     assert writes == [("POST", "/tickets/T-1001/status", f"Bearer {token}")]
+
+
+async def test_a_ticket_comes_with_its_thread_as_the_toolkits_own_block(product: Product) -> None:
+    """get_ticket's result carries a helpdesk.ticket_thread block (the toolkit's declared kind, checked against its schema) beside the data the model reads."""
+    token = product.token(AGENT)
+    scripted = product.vernis.scripted
+    get = ScriptedToolCall("get_ticket", {"ticket_id": "T-1001"}, call_id="call_get")
+    scripted.add(Reply(tool_calls=[get]), match=chat_about("show T-1001"))
+    scripted.add(Reply("Here it is."), match=after_tool("get_ticket"))
+    async with product.opened(token) as client:
+        events = await client.answer("Please show T-1001.")
+    (completed,) = [e for e in events if e["type"] == "tool_call_completed"]
+    assert completed["status"] == "ok"
+    ticket = completed["result"]["data"]
+    (thread,) = completed["ui"]
+    assert thread["kind"] == "helpdesk.ticket_thread"
+    assert thread["data"]["ticket_id"] == ticket["id"] == "T-1001"
+    assert thread["data"]["url"] == "/tickets/T-1001"
+    assert [c["body"] for c in thread["data"]["comments"]] == [c["body"] for c in ticket["comments"]]
+    follow_up = [body for body in scripted.requests if after_tool("get_ticket")(body)][-1]
+    assert "helpdesk.ticket_thread" not in follow_up["messages"][-1]["content"]
 
 
 async def test_a_viewer_is_not_offered_the_writes(product: Product) -> None:

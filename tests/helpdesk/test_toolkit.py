@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.helpdesk.support import Desk, HelpdeskApi, Recorder, data, error, host_token, start_desk
 from tests.utils import run_server
-from vernis.context.page import PageContextResolver, PageRequest
+from vernis.pages import PageContextResolver, PageRequest
 from vernis.tools import Entity, ToolkitError, load_toolkits
 from vernis.tools.catalog import Catalog
 from vernis_helpdesk import toolkit

@@ -11,12 +11,12 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from vernis.db.engine import _SQLITE_PRAGMAS
-from vernis.db.models import Member, Organization, table_of
-from vernis.db.transactions import Transactions
 from vernis.exceptions import AuthError
 from vernis.identity import ASSISTANT_USE, RoleTable, TokenVerifier, issue_token
 from vernis.identity.service import IdentityService
+from vernis.store.engine import _SQLITE_PRAGMAS
+from vernis.store.models import Member, Organization, table_of
+from vernis.store.transactions import Transactions
 
 SECRET = "identity-service-test-secret-32-bytes!"
 ROLES = RoleTable([{"agent": ["ticket:view", "ticket:update"], "viewer": ["ticket:view"]}])
@@ -170,7 +170,7 @@ async def test_a_burst_of_new_members_is_written_without_waiting_for_the_write_l
 ) -> None:
     """A hundred new members' first handshakes at once on SQLite all pass with a 1 ms busy timeout: their writes queue on the app's one writer, none races another connection for the lock."""
     monkeypatch.setattr(
-        "vernis.db.engine._SQLITE_PRAGMAS",
+        "vernis.store.engine._SQLITE_PRAGMAS",
         tuple("PRAGMA busy_timeout=1" if p.startswith("PRAGMA busy_timeout") else p for p in _SQLITE_PRAGMAS),
     )
     identity = IdentityService(TokenVerifier(secret=SECRET), engine, ROLES, transactions)

@@ -9,7 +9,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fixtures.server import Vernis
-from vernis.scripted import SCRIPTED_CHAT_MODEL
+from vernis.model.scripted import SCRIPTED_CHAT_MODEL
 
 __all__ = ["chat_requests", "is_chat", "sample", "scrape"]
 

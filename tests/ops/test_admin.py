@@ -138,6 +138,7 @@ async def test_export_and_erase_touch_only_that_member(vernis_factory: VernisFac
             "sub": "member@acme.test",
             "conversations": 2,
             "messages": messages,
+            "attachments": 0,
         }
         after = await sql(vernis, "SELECT count(*) AS n FROM assistant_message")
         assert after[0].n == before[0].n - messages

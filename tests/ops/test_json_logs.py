@@ -18,7 +18,7 @@ import pytest
 from tests.fixtures.server import VernisFactory
 from tests.ops.helpers import is_chat
 from vernis.logs import configure_logging
-from vernis.scripted import Fault, Reply, ScriptedToolCall
+from vernis.model.scripted import Fault, Reply, ScriptedToolCall
 
 
 @pytest.fixture
@@ -63,7 +63,7 @@ async def test_json_logs_carry_the_answer_and_never_the_users_text_or_tool_argum
         async with vernis.opened() as client:
             events = await client.answer(f"please look for {said}")
             conversation_id = events[0]["conversation_id"]
-            await client.drain()
+            await client.until("title_updated")
             await client.answer(f"and again {said}")
     lines = json_logs.getvalue()
     assert said not in lines

@@ -11,7 +11,7 @@ import pytest
 
 from tests.fixtures.server import VernisFactory, text_of
 from tests.ops.helpers import chat_requests, is_chat, sample, scrape
-from vernis.scripted import Fault, Reply
+from vernis.model.scripted import Fault, Reply
 
 
 @pytest.mark.parametrize("after", [0, 1], ids=["no-frame", "role-frame-only"])

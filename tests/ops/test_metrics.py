@@ -11,9 +11,10 @@ import httpx
 
 from tests.fixtures.server import VernisFactory
 from tests.ops.helpers import is_chat, sample, scrape
-from vernis.scripted import SCRIPTED_CHAT_MODEL, Fault, Reply, ScriptedToolCall
+from vernis.model.scripted import SCRIPTED_CHAT_MODEL, Fault, Reply, ScriptedToolCall
 
 MODEL = SCRIPTED_CHAT_MODEL
+METRICS_TOKEN = "scrape-me-please-with-a-long-enough-token"
 
 
 async def test_metrics_after_a_tool_call_a_failure_and_a_rate_limited_message(
@@ -30,7 +31,7 @@ async def test_metrics_after_a_tool_call_a_failure_and_a_rate_limited_message(
         async with vernis.opened() as client:
             events = await client.answer("find Priya")
             assert [e["status"] for e in events if e["type"] == "tool_call_completed"] == ["ok"]
-            await client.drain()  # the title
+            await client.until("title_updated")  # the first exchange's title
             failed = await client.answer("this one fails")
             assert any(e["type"] == "error" and e["code"] == "llm_unavailable" for e in failed)
             await client.send("user_message", content="one too many")
@@ -65,14 +66,31 @@ async def test_metrics_after_a_tool_call_a_failure_and_a_rate_limited_message(
     assert not labels & {"member", "member_id", "org", "organization", "sub", "conversation_id"}
 
 
+async def test_a_tool_name_the_model_makes_up_is_counted_as_unknown(vernis_factory: VernisFactory) -> None:
+    """A call to a tool name that is no tool of the catalog is counted as tool="(unknown)" in /metrics; the made-up name is no label value."""
+    made_up = "exfiltrate_" + "zq" * 20
+    async with vernis_factory() as vernis:
+        vernis.scripted.add(Reply(tool_calls=[ScriptedToolCall(made_up, {"all": True})]), match=is_chat)
+        vernis.scripted.add(Reply("There is no such tool."), match=is_chat)
+        async with vernis.opened() as client:
+            events = await client.answer("do it")
+        (completed,) = [e for e in events if e["type"] == "tool_call_completed"]
+        samples = await scrape(vernis.http_url)
+        async with httpx.AsyncClient() as http:
+            text = (await http.get(f"{vernis.http_url}/metrics")).text
+    assert completed["tool_name"] == made_up
+    assert sample(samples, "vernis_tool_calls_total", tool="(unknown)", outcome=completed["status"]) == 1
+    assert made_up not in text
+
+
 async def test_metrics_ask_for_the_bearer_token_when_one_is_set(vernis_factory: VernisFactory) -> None:
     """With VERNIS_METRICS_TOKEN set, /metrics answers 401 without it or with a wrong one, and the metrics with it."""
-    async with vernis_factory(metrics_token="scrape-me-please") as vernis:
+    async with vernis_factory(metrics_token=METRICS_TOKEN) as vernis:
         async with httpx.AsyncClient(base_url=vernis.http_url) as http:
             assert (await http.get("/metrics")).status_code == 401
             wrong = await http.get("/metrics", headers={"Authorization": "Bearer scrape-me-not"})
             assert wrong.status_code == 401
-        samples = await scrape(vernis.http_url, token="scrape-me-please")
+        samples = await scrape(vernis.http_url, token=METRICS_TOKEN)
     assert ("vernis_sockets_open", frozenset()) in samples
 
 

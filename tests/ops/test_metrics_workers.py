@@ -31,6 +31,7 @@ def backend(request: pytest.FixtureRequest) -> str:
     return name
 
 
+@pytest.mark.slow
 async def test_every_scrape_of_two_workers_shows_the_whole_server(cluster: Launcher) -> None:
     """With 8 sockets spread over two workers, each of several scrapes shows 8 sockets open and, after 8 answers, 8 complete answers: the workers' values add up."""
     served = await serve_workers(cluster)
@@ -61,6 +62,7 @@ async def test_every_scrape_of_two_workers_shows_the_whole_server(cluster: Launc
     assert await served.exited(timeout=15) == 0
 
 
+@pytest.mark.slow
 async def test_the_gauges_of_a_killed_worker_are_dropped(cluster: Launcher) -> None:
     """Both workers SIGKILLed while 4 sockets are open: once the supervisor has started new ones, a scrape shows 0 sockets open, not the dead workers' 4."""
     served = await serve_workers(cluster)

@@ -17,9 +17,9 @@ from tests.fixtures.server import Client, Vernis, VernisFactory, text_of
 from tests.ops.helpers import chat_requests, is_chat, sample, scrape
 from vernis.config import load_config
 from vernis.exceptions import ConfigError
-from vernis.scripted import Quirk, Reply
-from vernis.services.quotas import QuotaLimits, QuotaPolicy
-from vernis.services.usage import estimate_tokens
+from vernis.limits.quotas import QuotaLimits, QuotaPolicy
+from vernis.limits.usage import estimate_tokens
+from vernis.model.scripted import Quirk, Reply
 
 
 async def stored_messages(engine: AsyncEngine) -> int:
@@ -61,7 +61,7 @@ async def test_a_member_over_the_daily_quota_is_refused_without_a_model_call_or_
     async with vernis_factory(member_daily_tokens=100) as vernis:
         async with vernis.opened("member@acme.test") as client:
             await spend(vernis, client, (80, 30))  # crosses the limit: it still finishes
-            await client.drain()
+            await client.until("title_updated")
             requests, rows = len(chat_requests(vernis)), await stored_messages(engine)
             audited = await audit_rows(engine)
             # A card number, which a guard would redact and audit: refused before the guards run.
@@ -92,10 +92,10 @@ async def test_an_organization_quota_is_shared_by_its_members_and_no_one_elses(
     async with vernis_factory(org_monthly_tokens=100) as vernis:
         async with vernis.opened("member@acme.test") as first:
             await spend(vernis, first, (60, 10))
-            await first.drain()
+            await first.until("title_updated")
         async with vernis.opened("owner@acme.test") as second:
             await spend(vernis, second, (20, 15))  # 70 + 35 = 105: over, but this one was allowed
-            await second.drain()
+            await second.until("title_updated")
         async with vernis.opened("member@acme.test") as first:
             error = await refused(first, "anything")
         assert (error["code"], error["scope"], error["limit"], error["used"]) == (
@@ -121,7 +121,7 @@ async def test_without_the_providers_usage_the_tokens_are_estimated(vernis_facto
         async with vernis.opened() as client:
             events = await client.answer("estimate me")
             assert events[-1]["type"] == "assistant_end"
-            await client.drain()
+            await client.until("title_updated")
             error = await refused(client, "again")
     (request,) = chat_requests(vernis)[:1]
     prompt = estimate_tokens(m["content"] for m in request["messages"] if isinstance(m.get("content"), str))
@@ -151,7 +151,7 @@ async def test_used_tokens_survive_a_restart(vernis_factory: VernisFactory) -> N
     """The counters start from the stored usage: after a restart of a single instance (memory counters) the member is still over the quota."""
     async with vernis_factory(member_daily_tokens=50) as vernis, vernis.opened() as client:
         await spend(vernis, client, (40, 20))
-        await client.drain()
+        await client.until("title_updated")
     async with vernis_factory(member_daily_tokens=50) as restarted, restarted.opened() as client:
         error = await refused(client, "after the restart")
     assert (error["code"], error["used"]) == ("quota_exceeded", 60)

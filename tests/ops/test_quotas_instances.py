@@ -10,7 +10,7 @@ import redis.asyncio as aioredis
 from tests.fixtures.server import VernisFactory
 from tests.ops.helpers import chat_requests, is_chat
 from tests.ops.test_quotas import refused, spend
-from vernis.scripted import Reply
+from vernis.model.scripted import Reply
 
 
 @pytest.fixture(params=[pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -33,7 +33,7 @@ async def test_an_organization_quota_holds_across_instances(
         # B has read the counter already (it exists in Redis) before A spends.
         two.scripted.add(Reply("Fine.", usage=(5, 5)), match=is_chat)
         await colleague.answer("first")
-        await colleague.drain()
+        await colleague.until("title_updated")
         async with one.opened("member@acme.test") as spender:
             await spend(one, spender, (70, 40))
         requests = len(chat_requests(two))

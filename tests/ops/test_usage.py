@@ -13,7 +13,7 @@ import httpx
 from tests.fixtures.server import Vernis, VernisFactory
 from tests.ops.helpers import is_chat
 from tests.ops.test_quotas import spend
-from vernis.scripted import Reply
+from vernis.model.scripted import Reply
 
 
 async def usage(vernis: Vernis, email: str, query: str = "") -> httpx.Response:
@@ -27,7 +27,7 @@ async def spent(vernis: Vernis) -> None:
     """member@acme.test: 40 tokens in two answers; owner@acme.test: 7; owner@globex.test: 1,000."""
     async with vernis.opened("member@acme.test") as client:
         await spend(vernis, client, (10, 5), "first")
-        await client.drain()
+        await client.until("title_updated")
         await spend(vernis, client, (20, 5), "second")
     async with vernis.opened("owner@acme.test") as client:
         await spend(vernis, client, (4, 3))
@@ -71,6 +71,7 @@ async def test_an_admin_sees_the_organization_per_member_and_day_and_no_other(
         "name": rows["member@acme.test"]["name"],
         "input_tokens": 30,
         "output_tokens": 10,
+        "cached_tokens": 0,
         "tokens": 40,
         "answers": 2,
     }
@@ -102,7 +103,7 @@ async def test_regenerated_and_edited_answers_count_like_new_ones(vernis_factory
         vernis.scripted.add(Reply("Edited.", usage=(30, 3)), match=is_chat)
         async with vernis.opened("member@acme.test") as client:
             first = await client.answer("hello")
-            await client.drain()
+            await client.until("title_updated")
             await client.send("regenerate")
             await client.until("assistant_end")
             await client.send("edit_message", message_id=first[-1]["message_id"], content="hello again")

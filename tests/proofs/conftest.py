@@ -2,7 +2,8 @@
 CI, and a long one marked `long`, deselected unless `-m` names it (`scripts/proofs` runs them).
 
 A test reports its figures (iterations, examples, cases, bytes) with the `figures` fixture; they are
-printed at the end of the run, and appended as JSON lines to `test-artifacts/proofs.jsonl`.
+printed at the end of the run (`tests.fixtures.figures`), and appended as JSON lines to
+`test-artifacts/proofs.jsonl`.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.fixtures.figures import FIGURES_PROPERTY
+
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-FIGURES = pytest.StashKey[list[dict[str, Any]]]()
 
 # For a module whose Hypothesis examples are drawn on a thread while the server under test runs on
 # the event loop's thread of the same process. Hypothesis warns when the global `random` state
@@ -47,22 +49,12 @@ def figures(request: pytest.FixtureRequest) -> Figures:
 
     def record(**values: Any) -> None:
         entry = {"test": request.node.nodeid, "seconds": round(time.monotonic() - started, 1), **values}
-        request.config.stash.setdefault(FIGURES, []).append(entry)
+        request.node.user_properties.append((FIGURES_PROPERTY, entry))
         ARTIFACTS.mkdir(exist_ok=True)
         with (ARTIFACTS / "proofs.jsonl").open("ab") as out:
             out.write(orjson.dumps({"at": time.strftime("%Y-%m-%dT%H:%M:%S"), **entry}) + b"\n")
 
     return record
-
-
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    entries = config.stash.get(FIGURES, [])
-    if not entries:
-        return
-    terminalreporter.section("proof figures")
-    for entry in entries:
-        values = ", ".join(f"{k}={v}" for k, v in entry.items() if k != "test")
-        terminalreporter.write_line(f"{entry['test']}: {values}")
 
 
 @pytest.fixture(params=["sqlite"])

@@ -22,8 +22,8 @@ from tests.data import database
 from tests.e2e.test_approvals import sql
 from tests.fixtures.server import Client, Vernis, VernisFactory
 from tests.proofs.test_wire_fuzz import UNLIMITED
-from vernis.db.models import Approval, table_of, utcnow
-from vernis.scripted import Reply, ScriptedToolCall
+from vernis.model.scripted import Reply, ScriptedToolCall
+from vernis.store.models import Approval, table_of, utcnow
 
 MEMBER = "member@acme.test"
 COLLEAGUE = "owner@acme.test"

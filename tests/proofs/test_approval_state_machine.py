@@ -1,5 +1,5 @@
 """The approval state machine (SPEC §5) as a Hypothesis property: random interleavings of previews,
-approvals and rejections (button or chat), expiries, reconnects and simultaneous approvals across two
+approvals and rejections (button or chat), previews a later message supersedes, expiries, reconnects and simultaneous approvals across two
 tabs of one member. A reference model says what each step must do; at the end at most one write ran
 per preview, never one without an approval, and the stored approvals, audit and data agree.
 
@@ -26,7 +26,7 @@ from tests.e2e.test_approvals import mark_read
 from tests.fixtures.server import Client, Vernis, VernisFactory
 from tests.proofs.conftest import DRAWN_BESIDE_THE_SERVER, Figures
 from tests.proofs.test_wire_fuzz import UNLIMITED, on_loop
-from vernis.db.models import Approval, AuditEntry, table_of, utcnow
+from vernis.store.models import Approval, AuditEntry, table_of, utcnow
 
 pytestmark = DRAWN_BESIDE_THE_SERVER
 
@@ -51,7 +51,8 @@ class Preview:
     notification_id: str
     confirmation_id: str
     call_id: str
-    # The reference model: pending, expired, executed or rejected.
+    # The reference model: pending, expired (its time ran out), "expired, answered" (then a button was
+    # pressed), superseded (a later message moved on), executed or rejected.
     state: str = "pending"
 
 
@@ -79,7 +80,13 @@ class Run:
             if event["type"] == "history_message"
             for call in event.get("tool_calls") or ()
         }
-        shown = {"pending": "needs_confirmation", "expired": "needs_confirmation", "executed": "ok"}
+        shown = {
+            "pending": "needs_confirmation",
+            "expired": "needs_confirmation",
+            "expired, answered": "needs_confirmation",
+            "superseded": "expired",
+            "executed": "ok",
+        }
         for preview in self.previews:
             assert cards[preview.call_id] == shown.get(preview.state, preview.state), (preview, cards)
 
@@ -96,6 +103,11 @@ class Run:
 
     async def preview(self) -> None:
         notification_id = await add_notification(self.vernis)
+        # The new message moves on from every preview still waiting (SPEC §24): none of them can
+        # be approved any more (one whose time ran out is ended too, unless a button already did).
+        for earlier in self.previews:
+            if earlier.state in ("pending", "expired"):
+                earlier.state = "superseded"
         self.vernis.scripted.add(mark_read(notification_id), match=f"preview {notification_id}")
         events = await self.tabs["A"].answer(f"preview {notification_id}", timeout=20)
         if not self.conversation_id:
@@ -105,9 +117,22 @@ class Run:
         self.previews.append(Preview(notification_id, required["confirmation_id"], required["call_id"]))
         await self.settle_all()
 
+    async def outcome(self, name: str, preview: Preview) -> list[dict[str, Any]]:
+        """What answers a button on `preview` in tab `name`: the card's end or an error (an approved
+        write runs beside the socket, so it may come after a pong), then everything until a pong."""
+        events = []
+        while not events or not (
+            events[-1]["type"] == "error"
+            or (events[-1]["type"] == "tool_call_completed" and events[-1]["call_id"] == preview.call_id)
+        ):
+            events.append(await self.tabs[name].recv(timeout=20))
+        return events + await self.settle(name)
+
     async def button(self, tab: str, preview: Preview, approved: bool) -> None:
         await self.tabs[tab].send("confirm_tool", confirmation_id=preview.confirmation_id, approved=approved)
-        events = [e for e in await self.settle(tab) if e["type"] in ("tool_call_completed", "error")]
+        events = [
+            e for e in await self.outcome(tab, preview) if e["type"] in ("tool_call_completed", "error")
+        ]
         await self.settle_all()
         if preview.state == "pending":
             assert [(e["type"], e.get("status")) for e in events] == [
@@ -117,14 +142,21 @@ class Run:
             self.writes += approved
         else:
             assert [(e["type"], e.get("code")) for e in events] == [("error", "not_found")], events
+            self.answered_late(preview)
+
+    def answered_late(self, preview: Preview) -> None:
+        """A button on a preview whose time ran out marks it expired (its card stays as it was)."""
+        if preview.state == "expired":
+            preview.state = "expired, answered"
 
     async def both(self, preview: Preview) -> None:
         approve = {"confirmation_id": preview.confirmation_id, "approved": True}
         await asyncio.gather(*(tab.send("confirm_tool", **approve) for tab in self.tabs.values()))
-        await asyncio.sleep(0)
-        events = await self.settle_all()
-        await asyncio.sleep(0.05)
-        events += await self.settle_all()
+        if preview.state == "pending":
+            # One tab is refused at once; the write of the other ends the card in both.
+            events = [event for name in sorted(self.tabs) for event in await self.completion(name, preview)]
+        else:
+            events = [event for name in sorted(self.tabs) for event in await self.outcome(name, preview)]
         done = [e for e in events if e["type"] == "tool_call_completed" and e["call_id"] == preview.call_id]
         errors = [e["code"] for e in events if e["type"] == "error"]
         if preview.state == "pending":
@@ -135,6 +167,16 @@ class Run:
         else:
             assert done == [], events
             assert errors == ["not_found", "not_found"], events
+            self.answered_late(preview)
+
+    async def completion(self, name: str, preview: Preview) -> list[dict[str, Any]]:
+        """Everything tab `name` receives until `preview`'s card ends there, then until a pong."""
+        events: list[dict[str, Any]] = []
+        while not events or not (
+            events[-1]["type"] == "tool_call_completed" and events[-1]["call_id"] == preview.call_id
+        ):
+            events.append(await self.tabs[name].recv(timeout=20))
+        return events + await self.settle(name)
 
     async def chat(self, tab: str, preview: Preview) -> None:
         self.vernis.scripted.add(
@@ -209,9 +251,12 @@ class Run:
         assert None not in writes
         for preview in self.previews:
             key = uuid.UUID(preview.confirmation_id)
-            expected = {"pending": {"pending"}, "expired": {"pending", "expired"}}.get(
-                preview.state, {preview.state}
-            )
+            expected = {
+                "pending": {"pending"},
+                "expired": {"pending"},
+                "expired, answered": {"expired"},
+                "superseded": {"expired"},
+            }.get(preview.state, {preview.state})
             assert statuses[key] in expected, (preview, statuses[key])
             assert writes.count(key) == (preview.state == "executed")
             assert await is_read(self.vernis, preview.notification_id) == (preview.state == "executed")
@@ -229,6 +274,7 @@ async def run_steps(vernis: Vernis, plan: list[Step]) -> int:
         return run.writes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "examples", [pytest.param(25, id="25"), pytest.param(1000, id="1000", marks=pytest.mark.long)]
 )

@@ -20,7 +20,7 @@ import pytest
 from tests.e2e.test_resume import rebuild, wait_for_status
 from tests.fixtures.server import Vernis, VernisFactory, text_of
 from tests.proofs.conftest import Figures
-from vernis.scripted import Reply, ScriptedToolCall
+from vernis.model.scripted import Reply, ScriptedToolCall
 
 BEFORE = " ".join(f"b{n}" for n in range(12))
 AFTER = " ".join(f"a{n}-é" for n in range(25))
@@ -88,6 +88,7 @@ async def cut_and_resume(vernis: Vernis, rng: random.Random, use_after_seq: bool
     return {"text": text, "stored": message.content, "cards": shown, "stored_calls": stored_calls}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "runs", [pytest.param(30, id="30"), pytest.param(200, id="200", marks=pytest.mark.long)]
 )

@@ -49,6 +49,7 @@ async def opened(served: Served) -> AsyncIterator[Client]:
         additional_headers={"Authorization": f"Bearer {member_token()}"},
         subprotocols=[Subprotocol("vernis.v1")],
         open_timeout=60,
+        max_queue=None,  # takes in every frame, as a browser does (see tests/fixtures/server.py)
     ) as ws:
         client = Client(ws)
         await client.until("history_end", timeout=30)
@@ -70,6 +71,7 @@ def integrity(database: Path) -> tuple[str, list[Any]]:
     return str(check), foreign
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "iterations", [pytest.param(10, id="10"), pytest.param(100, id="100", marks=pytest.mark.long)]
 )

@@ -14,7 +14,7 @@ from websockets.exceptions import InvalidStatus
 from tests.e2e.test_transport import closed_with, user_message_frame
 from tests.fixtures.server import Client, Vernis, VernisFactory, text_of
 from tests.proofs.conftest import Figures
-from vernis.scripted import Reply
+from vernis.model.scripted import Reply
 from vernis.ws.connection import SEND_QUEUE_FRAMES, Connection
 
 MAX_FRAME = 65536
@@ -29,14 +29,16 @@ async def still_open(client: Client) -> None:
 async def open_one(vernis: Vernis, held: AsyncExitStack) -> Client | int:
     """A socket opened and held by `held` (its opening replay read), or the HTTP status that refused it."""
     try:
-        # A generous handshake timeout: a thousand handshakes at once queue up on a busy machine.
+        # Generous deadlines: a thousand handshakes at once queue up on a busy machine, and so do
+        # the opening replays of the sockets accepted.
         client = await held.enter_async_context(vernis.connect(open_timeout=60))
     except InvalidStatus as refused:
         return refused.response.status_code
-    await client.until("history_end")
+    await client.until("history_end", timeout=60)
     return client
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "sockets", [pytest.param(1000, id="1000"), pytest.param(3000, id="3000", marks=pytest.mark.long)]
 )

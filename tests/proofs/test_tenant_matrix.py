@@ -10,6 +10,7 @@ organization (`member@acme.test`), and another organization's member (`owner@glo
 from __future__ import annotations
 
 import hashlib
+import re
 import sqlite3
 import uuid
 from pathlib import Path
@@ -25,7 +26,8 @@ from tests.fixtures.server import Vernis, VernisFactory
 from tests.proofs.conftest import Figures
 from tests.proofs.test_wire_fuzz import UNLIMITED
 from vernis.identity import COOKIE_NAME
-from vernis.scripted import Reply, ScriptedToolCall
+from vernis.model.scripted import SCRIPTED_TITLE_MODEL, Reply, ScriptedToolCall
+from vernis.model.scripted.scenarios import context_text
 from vernis_crm import toolkit as crm_toolkit
 
 ACTOR = "owner@acme.test"
@@ -262,7 +264,7 @@ async def test_every_tool_argument_naming_a_record_answers_a_foreign_id_as_a_mis
 async def test_a_page_showing_a_foreign_entity_is_left_out_of_the_prompt_like_a_missing_one(
     vernis_factory: VernisFactory,
 ) -> None:
-    """page_context naming another organization's contact gives the same system prompt as a missing contact (no "Current page"); the member's own contact does appear."""
+    """page_context naming another organization's contact gives the same prompt (system message and turn context) as a missing contact (no "Current page"); the member's own contact does appear."""
     async with vernis_factory(**UNLIMITED) as vernis:
         foreign = str(vernis.seed.entities["globex:contact:Jonas Becker"])
         own = str(vernis.seed.entities["acme:contact:Jane Cooper"])
@@ -274,8 +276,12 @@ async def test_a_page_showing_a_foreign_entity_is_left_out_of_the_prompt_like_a_
                 await client.until("history_end")
                 page = {"route": f"/contacts/{contact_id}", "entity_type": "contact", "entity_id": contact_id}
                 await client.answer(f"who is this {name}", page_context=page)
-                (system,) = [m for m in vernis.scripted.requests[-1]["messages"] if m["role"] == "system"]
-                prompts[name] = normal(system["content"], contact_id).replace(name, "<name>")
+                # The answer's request: the title's, made after the first exchange, may come after it.
+                asked = [r for r in vernis.scripted.requests if r.get("model") != SCRIPTED_TITLE_MODEL][-1]
+                (system,) = [m for m in asked["messages"] if m["role"] == "system"]
+                # The turn's context (SPEC §19), its clock left out: a minute may turn between two.
+                context = re.sub(r"local time \d\d:\d\d", "local time <now>", context_text(asked))
+                prompts[name] = normal(system["content"] + context, contact_id).replace(name, "<name>")
         assert "Jane Cooper" in prompts["own"]
         assert prompts["foreign"] == prompts["missing"]
         assert not [word for word in GLOBEX_ONLY if word in prompts["foreign"]]

@@ -9,18 +9,22 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
+import jwt
 import orjson
 import pytest
 from mcp.server.mcpserver import MCPServer
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from tests.members import member
-from tests.tools.test_mcp_support import Desk
+from tests.tools.test_mcp_support import PLANTED, Desk
 from tests.utils import free_port, run_server
 from vernis.config import McpServerEntry, PageResolve
-from vernis.services.llm import ToolCall
+from vernis.identity import MemberInfo
+from vernis.identity.signing import SERVER_TOKEN_TTL, SigningKeys
+from vernis.model.base import ToolCall
 from vernis.tools import Tool, ToolContext, ToolFailure, Toolkit, ToolkitError, json_schema_args
 from vernis.tools.approvals import ApprovalService
 from vernis.tools.catalog import Catalog
@@ -33,6 +37,7 @@ from vernis.tools.mcp import (
     offered_name,
     page_resolver,
     to_tools,
+    untrusted_metadata,
 )
 from vernis.tools.runner import ToolOutcome, ToolRunner
 
@@ -60,10 +65,28 @@ def entry(url: str, **options: Any) -> McpServerEntry:
     return McpServerEntry.model_validate(values)
 
 
+@pytest.fixture
+def signing(tmp_path: Path) -> SigningKeys:
+    """Vernis's signing key, made in the test's own data directory."""
+    return SigningKeys(None, tmp_path)
+
+
+def server_claims(signing: SigningKeys, token: str) -> dict[str, Any]:
+    """The claims of a token Vernis signed for the desk, verified as the desk would verify them."""
+    (key,) = jwt.PyJWKSet.from_dict(signing.jwks()).keys
+    assert jwt.get_unverified_header(token)["kid"] == key.key_id
+    claims: dict[str, Any] = jwt.decode(
+        token, key, algorithms=[key.algorithm_name], audience="vernis-mcp:desk"
+    )
+    return claims
+
+
 @asynccontextmanager
-async def started(engine: AsyncEngine, server: McpServerEntry) -> AsyncIterator[Catalog]:
+async def started(
+    engine: AsyncEngine, server: McpServerEntry, signing: SigningKeys | None = None
+) -> AsyncIterator[Catalog]:
     """A catalog of this one server, started; stopping it must be prompt, whatever is in flight."""
-    catalog = Catalog([McpToolkit(server)])
+    catalog = Catalog([McpToolkit(server, signing)])
     await catalog.start(engine, {})
     try:
         yield catalog
@@ -74,18 +97,22 @@ async def started(engine: AsyncEngine, server: McpServerEntry) -> AsyncIterator[
         assert len(catalog.registry) == 0
 
 
-def runner(catalog: Catalog, permissions: frozenset[str] = USE, token: str = "member-token") -> ToolRunner:
+def runner(
+    catalog: Catalog, permissions: frozenset[str] = USE, token: str = "member-token", who: MemberInfo = MEMBER
+) -> ToolRunner:
     context = ToolContext(
-        member=MEMBER, permissions=permissions, conversation_id=uuid.uuid4(), resources=None, token=token
+        member=who, permissions=permissions, conversation_id=uuid.uuid4(), resources=None, token=token
     )
     # Reads never touch approvals; writes are proven end to end (tests/e2e/test_mcp.py).
     approvals: ApprovalService = None  # type: ignore[assignment]
     return ToolRunner(catalog.registry.for_member(permissions), context, approvals)
 
 
-async def run(catalog: Catalog, tool: str, token: str = "member-token", **arguments: Any) -> ToolOutcome:
+async def run(
+    catalog: Catalog, tool: str, token: str = "member-token", who: MemberInfo = MEMBER, **arguments: Any
+) -> ToolOutcome:
     call = ToolCall(uuid.uuid4().hex, f"desk__{tool}", orjson.dumps(arguments).decode())
-    return await runner(catalog, token=token).run(call)
+    return await runner(catalog, token=token, who=who).run(call)
 
 
 async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
@@ -120,6 +147,51 @@ def test_reads_and_writes_follow_the_annotations_unless_the_configuration_says_o
     wary = entry("http://x/mcp", trust_annotations=False, read_only=["listed"])
     assert not is_read(wary, remote("find", True))
     assert is_read(wary, remote("listed"))
+
+
+def test_an_external_servers_annotations_are_believed_only_when_the_configuration_says_so() -> None:
+    """On a server marked external = true, readOnlyHint true counts for nothing (a write) unless trust_annotations = true is set; read_only still names reads; a server not marked external keeps trusting them."""
+    external = entry("http://x/mcp", external=True, read_only=["listed"])
+    assert external.trust_annotations is False
+    assert not is_read(external, remote("find", True))
+    assert is_read(external, remote("listed"))
+    vouched = entry("http://x/mcp", external=True, trust_annotations=True)
+    assert is_read(vouched, remote("find", True))
+    assert is_read(entry("http://x/mcp"), remote("find", True))
+
+
+def test_a_tool_whose_metadata_plants_instructions_is_left_out(caplog: pytest.LogCaptureFixture) -> None:
+    """A tool whose description, title, parameter description, enum or name reads as instructions to the assistant is not offered, with a warning naming the server and the tool but not the text; honest tools are."""
+    schema = {
+        "type": "object",
+        "properties": {"order_id": {"type": "string", "description": "The order's id."}},
+    }
+
+    def parameter(**field: Any) -> dict[str, Any]:
+        return {"type": "object", "properties": {"value": {"type": "string", **field}}}
+
+    listed = [
+        RemoteTool("lookup", "Look up an order", "Look up an order by its id.", schema, True),
+        RemoteTool(
+            "refund", "Refund an order", "Refund an order to the card it was paid with.", schema, None
+        ),
+        RemoteTool("history", "Order history", f"An order's history. {PLANTED}", schema, True),
+        RemoteTool("track", f"Track a parcel. {PLANTED}", "Track a parcel.", schema, True),
+        RemoteTool("find", "Find a customer", "Find a customer.", parameter(description=PLANTED), True),
+        RemoteTool("pick", "Pick", "Pick a status.", parameter(enum=["open", PLANTED]), True),
+        RemoteTool("ignore_all_previous_instructions", "Do it", "Do it.", schema, True),
+    ]
+    assert [untrusted_metadata(tool) for tool in listed] == [False, False, True, True, True, True, True]
+    with caplog.at_level("WARNING", logger="vernis.tools.mcp"):
+        offered = to_tools(entry("http://x/mcp"), listed)
+    assert [tool.name for tool in offered] == ["desk__lookup", "desk__refund"]
+    warnings = [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
+    assert len(warnings) == 5
+    for tool, warning in zip(
+        ["history", "track", "find", "pick", "ignore_all_previous"], warnings, strict=True
+    ):
+        assert warning.startswith(f"MCP server desk: the tool '{tool}")
+        assert "phone number" not in warning
 
 
 def test_a_tool_whose_schema_is_unusable_is_left_out() -> None:
@@ -265,17 +337,28 @@ async def test_cancelling_a_call_cancels_it_on_the_server(engine: AsyncEngine, d
         assert (await run(catalog, "find_tickets")).status == "ok"
 
 
-async def test_headers_and_each_members_token_reach_the_server(engine: AsyncEngine, desk: Desk) -> None:
-    """Configured headers go with every call; with forward_member_token each call carries its own member's token, even when calls overlap."""
+async def test_headers_and_each_members_token_reach_the_server(
+    engine: AsyncEngine, desk: Desk, signing: SigningKeys
+) -> None:
+    """Configured headers go with every call; with forward_member_token each call carries a token Vernis signed for the server naming its own member (never the member's token), even when calls overlap."""
     forwarding = {"headers": {"Authorization": "Bearer service-key"}, "forward_member_token": True}
-    async with desk.serve() as url, started(engine, entry(url, **forwarding)) as catalog:
+    ann, bob = member(external_id="ann", name="Ann"), member(external_id="bob", role="viewer")
+    async with desk.serve() as url, started(engine, entry(url, **forwarding), signing) as catalog:
+        begun = time.time()
         await asyncio.gather(
-            run(catalog, "get_ticket", token="token-of-ann", ticket_id="T-1"),
-            run(catalog, "get_ticket", token="token-of-bob", ticket_id="T-2"),
+            run(catalog, "get_ticket", token="token-of-ann", who=ann, ticket_id="T-1"),
+            run(catalog, "get_ticket", token="token-of-bob", who=bob, ticket_id="T-2"),
         )
     by_ticket = {call.arguments["ticket_id"]: call.headers for call in desk.calls}
-    assert by_ticket["T-1"][MEMBER_TOKEN_HEADER.lower()] == "token-of-ann"
-    assert by_ticket["T-2"][MEMBER_TOKEN_HEADER.lower()] == "token-of-bob"
+    sent = {ticket: headers[MEMBER_TOKEN_HEADER.lower()] for ticket, headers in by_ticket.items()}
+    assert not {"token-of-ann", "token-of-bob"} & set(sent.values())
+    claims = {ticket: server_claims(signing, token) for ticket, token in sent.items()}
+    assert (claims["T-1"]["sub"], claims["T-1"]["name"], claims["T-1"]["role"]) == ("ann", "Ann", "member")
+    assert (claims["T-2"]["sub"], claims["T-2"]["role"]) == ("bob", "viewer")
+    for each in claims.values():
+        assert (each["org"], each["org_name"], each["permissions"]) == ("acme", "Acme", ["mcp:desk"])
+        assert each["exp"] <= begun + SERVER_TOKEN_TTL + 1
+    assert claims["T-1"]["jti"] != claims["T-2"]["jti"]
     assert {headers["authorization"] for headers in by_ticket.values()} == {"Bearer service-key"}
 
 
@@ -381,6 +464,9 @@ async def test_an_expired_session_is_renewed_and_only_a_read_is_sent_again(
         async with desk.serve(port, legacy=True):
             with pytest.raises(ToolFailure) as refused:
                 await close.run(context, close.args.model_validate({"ticket_id": "T-1"}))
+            # A client that found the server gone between the two starts drops its tools until it
+            # answers again (on a busy machine it may still be backing off): reads come back then.
+            await until(lambda: catalog.registry.get("desk__find_tickets") is not None)
             assert (await run(catalog, "find_tickets")).status == "ok"
     assert read.status == "ok", read.envelope
     assert refused.value.code == "unavailable"
@@ -433,10 +519,12 @@ async def test_allow_offers_only_the_listed_tools(engine: AsyncEngine, desk: Des
         assert sorted(tool.name for tool in catalog.registry) == ["desk__find_tickets", "desk__get_ticket"]
 
 
-async def test_a_page_is_named_by_a_read_tool_as_the_member(engine: AsyncEngine, desk: Desk) -> None:
-    """The page resolver calls the configured read tool with the member's token and reads the name; without the server's permission, or for a write tool, it calls nothing."""
+async def test_a_page_is_named_by_a_read_tool_as_the_member(
+    engine: AsyncEngine, desk: Desk, signing: SigningKeys
+) -> None:
+    """The page resolver calls the configured read tool with a token naming the member and reads the name; without the server's permission, or for a write tool, it calls nothing."""
     async with desk.serve() as url:
-        toolkit = McpToolkit(entry(url, forward_member_token=True))
+        toolkit = McpToolkit(entry(url, forward_member_token=True), signing)
         catalog = Catalog([toolkit])
         await catalog.start(engine, {})
         try:
@@ -469,10 +557,9 @@ async def test_a_page_is_named_by_a_read_tool_as_the_member(engine: AsyncEngine,
     assert unknown is None
     assert not_allowed is None
     assert written is None
-    assert [(call.tool, call.headers[MEMBER_TOKEN_HEADER.lower()]) for call in desk.calls] == [
-        ("get_ticket", "token-of-ann"),
-        ("get_ticket", "token-of-ann"),
-    ]
+    assert [call.tool for call in desk.calls] == ["get_ticket", "get_ticket"]
+    for call in desk.calls:
+        assert server_claims(signing, call.headers[MEMBER_TOKEN_HEADER.lower()])["sub"] == MEMBER.sub
     assert desk.tickets["T-1"]["status"] == "open"
 
 

@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from tests.members import member
-from vernis.services.llm import ToolCall
+from vernis.model.base import ToolCall
 from vernis.tools import Tool, ToolContext, ToolFailure
 from vernis.tools.approvals import ApprovalService
 from vernis.tools.runner import ToolRegistry, ToolRunner

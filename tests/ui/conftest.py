@@ -41,7 +41,7 @@ from tests.utils import free_port, run_server
 from vernis.app import create_app
 from vernis.cli import uvicorn_options
 from vernis.identity import COOKIE_NAME
-from vernis.scripted import ScriptedModel
+from vernis.model.scripted import ScriptedModel
 from vernis_crm.demo.seed import SeedResult
 from vernis_crm.web.embed import embed_host_app
 
@@ -109,6 +109,10 @@ def scripted_fixture(scripted_session: ScriptedServer) -> ScriptedServer:
     return scripted_session
 
 
+# The browser contexts open on each Vernis the UI tests start, by port (see `ui_factory`).
+_TABS: dict[int, list[BrowserContext]] = {}
+
+
 @pytest.fixture
 def ui_factory(database_url: str, seeded: SeedResult, scripted: ScriptedServer) -> UIFactory:
     """Start a Vernis for the UI with settings overridden: `async with ui_factory(rate_limit=...) as v:`.
@@ -121,7 +125,13 @@ def ui_factory(database_url: str, seeded: SeedResult, scripted: ScriptedServer) 
         settings = make_settings(database_url, scripted, **overrides)
         app = create_app(settings, scripted=scripted_flag)
         async with run_server(app, **uvicorn_options(settings)) as server:
-            yield Vernis(server.config.port, settings, scripted.model, seeded)
+            try:
+                yield Vernis(server.config.port, settings, scripted.model, seeded)
+            finally:
+                # The tabs on this Vernis close before it stops: a tab left open would try to
+                # reconnect to a server that is gone (a console error at the test's end).
+                for context in _TABS.pop(server.config.port, []):
+                    await context.close()
 
     return start
 
@@ -289,6 +299,7 @@ async def open_ui(browser: Browser) -> AsyncIterator[OpenUI]:
     ) -> UI:
         context = await browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
         contexts.append(context)
+        _TABS.setdefault(vernis.port, []).append(context)
         ui = UI(vernis, context, await context.new_page(), host)
         uis.append(ui)
         if email is not None:

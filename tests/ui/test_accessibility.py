@@ -12,7 +12,7 @@ from playwright.async_api import expect
 
 from tests.ui.conftest import UI, VENDOR, Embed, EmbedFactory, OpenUI
 from tests.ui.test_theme import COLORS, contrast, fill_conversation, open_themed
-from vernis.scripted import Reply
+from vernis.model.scripted import Reply
 
 AXE = """async (element) => {
     const result = await axe.run(element, { resultTypes: ["violations"] });
@@ -84,6 +84,8 @@ async def test_icons_meet_the_non_text_contrast(theme: str, embed: Embed, open_u
     await ui.open()
     await ui.send("rate this")
     await ui.answered()
+    # Send as it is when there is something to send (while the input is empty it is visibly off).
+    await ui.input.fill("Thanks")
     ratios: dict[str, float] = {}
     for name, selector in {
         "helpful": ".feedback .icon-button[aria-label='Helpful']",
@@ -116,7 +118,7 @@ async def test_forced_colours_keep_the_speakers_apart(ui: UI) -> None:
 
 
 async def test_right_to_left_text_reads_right_to_left(ui: UI) -> None:
-    """Messages, answers and the composer have dir="auto": Arabic text is laid out right to left in a left-to-right page."""
+    """Messages, an answer's blocks and the composer have dir="auto": Arabic text is laid out right to left in a left-to-right page."""
     ui.vernis.scripted.add(Reply("مرحبا، كيف يمكنني مساعدتك اليوم؟"), match="مرحبا")
     await ui.open()
     await expect(ui.input).to_have_attribute("dir", "auto")
@@ -124,12 +126,43 @@ async def test_right_to_left_text_reads_right_to_left(ui: UI) -> None:
     answer = await ui.answered()
     directions = {
         "user": await ui.log.locator(".msg.user .bubble").evaluate("(e) => e.matches(':dir(rtl)')"),
-        "answer": await answer.locator(".markdown").evaluate("(e) => e.matches(':dir(rtl)')"),
+        "answer": await answer.locator(".markdown p").evaluate("(e) => e.matches(':dir(rtl)')"),
         "composer": await ui.input.evaluate("(e) => { e.value = 'שלום'; return e.matches(':dir(rtl)'); }"),
         "page": await ui.page.evaluate("document.body.matches(':dir(rtl)')"),
     }
     assert directions == {"user": True, "answer": True, "composer": True, "page": False}
     await ui.screenshot("right-to-left.png")
+
+
+async def test_each_block_of_a_mixed_answer_takes_its_own_direction(ui: UI) -> None:
+    """In an answer mixing Arabic and English, each paragraph, list item and table cell is laid out in its own text's direction, not the answer's first one."""
+    text = (
+        "Here is the summary in English.\n\n"
+        "هذا ملخص باللغة العربية.\n\n"
+        "- First point in English\n- النقطة الثانية بالعربية\n\n"
+        "| Name | الاسم |\n|---|---|\n| Carol | كارول |"
+    )
+    ui.vernis.scripted.add(Reply(text), match="mixed")
+    await ui.open()
+    await ui.send("a mixed answer please")
+    answer = await ui.answered()
+    rtl = "(e) => e.matches(':dir(rtl)')"
+    blocks = answer.locator(".markdown")
+    assert [await p.evaluate(rtl) for p in await blocks.locator("p").all()] == [False, True]
+    assert [await li.evaluate(rtl) for li in await blocks.locator("li").all()] == [False, True]
+    assert [await cell.evaluate(rtl) for cell in await blocks.locator("th, td").all()] == [
+        False,
+        True,
+        False,
+        True,
+    ]
+    # The Arabic item's bullet is on its right, inside the answer's column.
+    column = await blocks.bounding_box()
+    item = await blocks.locator("li").last.bounding_box()
+    assert column is not None
+    assert item is not None
+    assert item["x"] + item["width"] < column["x"] + column["width"] - 8
+    await ui.screenshot("mixed-directions.png")
 
 
 async def test_a_neutralised_link_does_not_look_like_a_link(ui: UI) -> None:

@@ -8,7 +8,7 @@ from playwright.async_api import expect
 
 from tests.data import add_notification, is_read
 from tests.ui.conftest import UI, eventually
-from vernis.scripted import Reply, ScriptedToolCall
+from vernis.model.scripted import Reply, ScriptedToolCall
 
 
 def after_tool(body: dict[str, Any]) -> bool:
@@ -282,3 +282,23 @@ async def test_an_answer_joined_mid_stream_keeps_its_order(ui: UI) -> None:
     await ui.connected()
     await expect(ui.answers().last).to_contain_text("w49")
     assert await ui.log.evaluate(SNAPSHOT) == live
+
+
+async def test_a_preview_left_pending_is_superseded_by_the_next_message(ui: UI) -> None:
+    """Asking something else while a preview waits ends it: its card says the conversation moved on and offers no buttons, live and after a reload; nothing is written."""
+    notification_id = await add_notification(ui.vernis)
+    await ask_for_preview(ui, notification_id)
+    card = ui.log.locator(".tool-card")
+    await expect(card).to_have_attribute("data-status", "needs_confirmation")
+    ui.vernis.scripted.add(Reply("Nothing else is due today."), match="anything else")
+    await ui.send("anything else due today?")
+    await ui.answered(2)
+    moved_on = "Not approved: the conversation moved on. Ask again to do it."
+    await expect(card.locator(".confirm-outcome")).to_have_text(moved_on)
+    await expect(card.get_by_role("button", name="Approve")).to_have_count(0)
+    await ui.screenshot("approval-superseded.png")
+    await ui.page.reload()
+    await ui.connected()
+    await expect(card).to_have_attribute("data-status", "expired")
+    await expect(card.get_by_role("button", name="Approve")).to_have_count(0)
+    assert not await is_read(ui.vernis, notification_id)

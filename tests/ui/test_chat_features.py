@@ -3,15 +3,19 @@ quick actions laid out evenly."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 
+import sqlalchemy as sa
 from playwright.async_api import expect
 
+from tests.data import database
 from tests.fixtures.server import Vernis
-from tests.ui.conftest import UI, OpenUI
+from tests.ui.conftest import UI, OpenUI, eventually
+from tests.ui.test_accessibility import audit
 from tests.ui.test_approvals import SNAPSHOT
 from tests.ui.test_states import chat_about
-from vernis.scripted import Reply
+from vernis.model.scripted import Reply
 
 ANSWER = "Here is **the plan**:\n\n1. Call Jane\n2. Send the quote"
 
@@ -64,6 +68,7 @@ async def test_quick_actions_are_laid_out_evenly(vernis: Vernis, open_ui: OpenUI
     await ui.open()
     buttons = ui.log.locator(".quick-actions:not(.page-actions) .quick-action")
     await expect(buttons.first).to_be_visible()
+    await ui.log.locator(".more-actions").click()
     for state in ("side", "full"):
         if state == "full":
             await ui.panel.get_by_role("button", name="Expand to full screen").click()
@@ -162,3 +167,68 @@ async def test_edit_and_resend_keeps_the_original_as_an_earlier_version(ui: UI) 
     assert await ui.log.evaluate(SNAPSHOT) == live
     chat = [body for body in ui.vernis.scripted.requests if body.get("tools")]
     assert "tuesday" not in str(chat[-1]["messages"][1:])
+
+
+async def stored_feedback(vernis: Vernis, message_id: str) -> tuple[str | None, str | None]:
+    async with database(vernis) as engine, engine.connect() as connection:
+        row = (
+            await connection.execute(
+                sa.text("SELECT feedback_rating, feedback_comment FROM assistant_message WHERE id = :id"),
+                {
+                    "id": uuid.UUID(message_id).hex
+                    if vernis.settings.database_url.startswith("sqlite")
+                    else message_id
+                },
+            )
+        ).one()
+    return row[0], row[1]
+
+
+async def test_a_thumbs_down_asks_what_was_wrong(ui: UI) -> None:
+    """After a thumbs-down a short optional box asks what was wrong; Enter sends the note with the rating and says thanks; a thumbs-up closes the box."""
+    ui.vernis.scripted.add(Reply(ANSWER), match="plan")
+    await ui.open()
+    await ui.send("what is the plan?")
+    answer = await ui.answered()
+    message_id = await answer.get_attribute("data-message-id")
+    assert message_id
+    await answer.get_by_role("button", name="Helpful", exact=True).click()
+    await expect(ui.log.locator(".feedback-comment")).to_have_count(0)
+    await answer.get_by_role("button", name="Not helpful").click()
+    box = ui.log.get_by_role("textbox", name="What was wrong? (optional)")
+    await expect(box).to_be_focused()
+    await eventually(lambda: rated(ui.vernis, message_id, ("down", None)))
+    await box.fill("It forgot the quote's amount.")
+    await box.press("Enter")
+    await expect(ui.log.locator(".feedback-thanks")).to_have_text("Thanks: your note was sent.")
+    await eventually(lambda: rated(ui.vernis, message_id, ("down", "It forgot the quote's amount.")))
+    await answer.get_by_role("button", name="Helpful", exact=True).click()
+    await expect(ui.log.locator(".feedback-comment")).to_have_count(0)
+
+
+async def rated(vernis: Vernis, message_id: str, expected: tuple[str | None, str | None]) -> bool:
+    return await stored_feedback(vernis, message_id) == expected
+
+
+CODE = "def total(calls):\n    # every call of the week, summed into one number that is long enough to scroll sideways\n    return sum(calls)"
+
+
+async def test_a_code_block_names_its_language_copies_and_is_highlighted(ui: UI) -> None:
+    """A fenced code block shows its language and a Copy button that puts exactly its code on the clipboard; its keywords are highlighted; it is a region the keyboard can focus, and axe finds nothing serious in it."""
+    await ui.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=ui.url)
+    ui.vernis.scripted.add(Reply(f"Like this:\n\n```python\n{CODE}\n```\n\nThat's all."), match="code")
+    await ui.open()
+    await ui.send("show me the code")
+    answer = await ui.answered()
+    block = answer.locator(".markdown .code-block")
+    await expect(block.locator(".code-language")).to_have_text("python")
+    await expect(block.locator(".hljs-keyword").first).to_have_text("def")
+    await expect(block.locator(".hljs-comment")).to_contain_text("every call")
+    pre = block.locator("pre")
+    await expect(pre).to_have_attribute("tabindex", "0")
+    await expect(pre).to_have_accessible_name("Code, python")
+    await block.get_by_role("button", name="Copy the python code").click()
+    await expect(block.get_by_role("button", name="Copied")).to_be_visible()
+    assert await ui.page.evaluate("navigator.clipboard.readText()") == CODE
+    assert await audit(ui, ui.vernis.http_url) == []
+    await ui.screenshot("code-block.png")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from urllib.parse import parse_qs, urlsplit
 
 from playwright.async_api import WebSocket, WebSocketRoute, expect
 
-from tests.ui.conftest import UI
-from vernis.scripted import Reply
+from tests.fixtures.server import VernisFactory
+from tests.ui.conftest import UI, EmbedFactory, OpenUI
+from vernis.model.scripted import Reply
 
 WORDS = [f"w{n:02d}" for n in range(60)]
 TEXT = " ".join(WORDS)
@@ -30,6 +32,11 @@ async def test_cut_socket_mid_answer_resumes_without_losing_or_doubling_text(ui:
     await expect(ui.connection).to_have_attribute("data-state", "offline")
     await expect(ui.connection).to_contain_text("Offline")
     await expect(ui.connection.get_by_role("button", name="Retry now")).to_be_visible()
+    # What arrived before the cut is drawn at the panel's next markdown pass (at most 50 ms later,
+    # in an animation frame): read the answer once that pass is done.
+    await ui.page.evaluate(
+        "() => new Promise((done) => setTimeout(() => requestAnimationFrame(() => requestAnimationFrame(done)), 60))"
+    )
     shown_offline = await answer_text(ui)
     await ui.page.wait_for_timeout(600)
     # Nothing arrives while offline: the answer goes on on the server, unseen.
@@ -87,6 +94,7 @@ async def test_a_message_sent_before_the_first_load_arrives_keeps_its_bubble(ui:
     """The panel takes input as soon as its socket opens: a message sent before the server's first `conversation_loaded` reaches the page keeps its bubble through that load, above its answer."""
     ui.vernis.scripted.add(Reply("Answered after the load."), match="early")
     held: list[str | bytes] = []
+    first_held = asyncio.Event()
     released = False
 
     def route(page: WebSocketRoute) -> None:
@@ -97,6 +105,7 @@ async def test_a_message_sent_before_the_first_load_arrives_keeps_its_bubble(ui:
                 page.send(message)
             else:
                 held.append(message)
+                first_held.set()
 
         def from_page(message: str | bytes) -> None:
             nonlocal released
@@ -112,6 +121,8 @@ async def test_a_message_sent_before_the_first_load_arrives_keeps_its_bubble(ui:
 
     await ui.page.route_web_socket("**/api/assistant/ws**", route)
     await ui.open()
+    # The server's first frames are on their way (held here) before the message goes.
+    await asyncio.wait_for(first_held.wait(), 10)
     await ui.send("early question")
     await expect(await ui.answered()).to_contain_text("Answered after the load.")
     assert released, "the message went"
@@ -120,3 +131,41 @@ async def test_a_message_sent_before_the_first_load_arrives_keeps_its_bubble(ui:
     await expect(users).to_have_count(1)
     await expect(users).to_contain_text("early question")
     await expect(users.locator("xpath=following-sibling::*[contains(@class, 'assistant')]")).to_have_count(1)
+
+
+NAME_WHOLE = "(name) => name.scrollWidth <= name.clientWidth"
+
+
+async def test_vernis_down_says_unavailable_not_offline(
+    vernis_factory: VernisFactory, open_ui: OpenUI
+) -> None:
+    """With the network up and Vernis stopped, after a few failed attempts the panel says it cannot reach the assistant (not "Offline"), offers Retry now, and keeps the assistant's name whole."""
+    async with vernis_factory() as vernis:
+        ui = await open_ui(vernis)
+        ui.console_errors_expected = True  # the sockets refused while Vernis is down
+        await ui.open()
+        await ui.connected()
+    await expect(ui.connection).to_have_attribute("data-state", "unavailable", timeout=20_000)
+    await expect(ui.connection.locator(".conn-text")).to_have_text("Can't reach the assistant, retrying")
+    await expect(ui.connection.get_by_role("button", name="Retry now")).to_be_visible()
+    assert await ui.panel.locator(".assistant-name").evaluate(NAME_WHOLE)
+    await ui.screenshot("state-unavailable.png")
+
+
+async def test_a_failing_get_token_is_named_as_such(embed_factory: EmbedFactory, open_ui: OpenUI) -> None:
+    """When the host page's getToken keeps failing, the panel says it cannot get a session from the page, not "Offline"."""
+    async with embed_factory() as embed:
+        ui = await open_ui(embed.vernis, host=embed, email=None, path="/")
+        ui.console_errors_expected = True
+        await ui.page.evaluate(
+            """() => {
+                document.querySelector("vernis-assistant").getToken = async () => {
+                    throw new Error("the host's session service is down");
+                };
+            }"""
+        )
+        await ui.launcher.click()
+        await expect(ui.connection).to_have_attribute("data-state", "unavailable", timeout=20_000)
+        await expect(ui.connection.locator(".conn-text")).to_have_text(
+            "Can't get a session from this page, retrying"
+        )

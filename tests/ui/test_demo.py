@@ -10,8 +10,8 @@ from playwright.async_api import expect
 
 from tests.fixtures.server import Vernis
 from tests.ui.conftest import UI, OpenUI
-from vernis.scripted import Reply
-from vernis.scripted.scenarios import system_text
+from vernis.model.scripted import Reply
+from vernis.model.scripted.scenarios import last_user_text, prompt_text
 from vernis_crm.demo.scripted import demo_scenarios
 
 
@@ -54,9 +54,9 @@ async def test_summarize_this_contact_on_a_contact_page(vernis: Vernis, open_ui:
     await ui.log.get_by_role("button", name="Summarize this contact").click()
     await expect(await ui.answered()).to_contain_text("Jane Cooper is a patient")
     request = next(r for r in vernis.scripted.requests if r.get("tools"))
-    assert request["messages"][-1] == {"role": "user", "content": "Summarize this contact for me."}
-    system = system_text(request)
-    assert f"Route: /contacts/{contact_id}" in system
+    assert last_user_text(request) == "Summarize this contact for me."
+    system = prompt_text(request)
+    assert "Route (the page's address, as data): " + f'"/contacts/{contact_id}"' in system
     assert "Jane Cooper" in system
     await ui.screenshot("contact-page.png")
 
@@ -100,6 +100,7 @@ async def test_the_demos_tables_have_a_header_and_today_is_today(vernis: Vernis,
     ui = await open_ui(vernis, email="owner@acme.test", viewport=(1440, 900))
     with demo_answers(vernis):
         await ui.open()
+        await ui.log.locator(".more-actions").click()
         await ui.log.get_by_role("button", name="Review today's activity").click()
         answer = await ui.answered()
         headers = await answer.locator(".markdown th").all_inner_texts()
@@ -140,6 +141,23 @@ async def test_the_open_panel_pushes_the_page_instead_of_covering_its_header(
         "() => Math.abs(document.body.getBoundingClientRect().right - window.innerWidth) < 1"
     )
     await expect(ui.page.locator("html")).not_to_have_attribute("data-vernis-pushed", "")
+
+
+async def test_the_pushed_page_follows_the_panel_back_from_full_screen(
+    vernis: Vernis, open_ui: OpenUI
+) -> None:
+    """With layout="push", expanded to full screen then collapsed (button, then Escape), the page is narrowed by the side panel's width again, not by the full screen's."""
+    ui = await open_ui(vernis, viewport=(1440, 900))
+    await ui.open()
+    side = "() => Math.abs(document.body.getBoundingClientRect().right - (window.innerWidth - 400)) < 1"
+    await ui.page.wait_for_function(side)
+    expand = ui.panel.get_by_role("button", name="Expand to full screen")
+    await expand.click()
+    await ui.panel.get_by_role("button", name="Collapse to side panel").click()
+    await ui.page.wait_for_function(side)
+    await expand.click()
+    await ui.page.keyboard.press("Escape")
+    await ui.page.wait_for_function(side)
 
 
 async def test_a_long_email_stays_inside_its_card(vernis: Vernis, open_ui: OpenUI) -> None:

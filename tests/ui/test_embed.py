@@ -20,7 +20,7 @@ from tests.data import add_notification, is_read
 from tests.fixtures.server import Vernis
 from tests.ui.conftest import UI, Embed, EmbedFactory, OpenUI, eventually
 from tests.utils import run_server
-from vernis.scripted import Reply, ScriptedToolCall
+from vernis.model.scripted import Reply, ScriptedToolCall
 from vernis_crm.web.embed import embed_host_app
 
 # The host's tokens in the refresh test: the panel asks for the next one a fifth of this before it
@@ -150,7 +150,7 @@ async def test_after_a_4401_the_panel_reconnects_with_a_new_token(embed: Embed, 
 async def test_the_host_page_hears_tool_completed_once_an_approved_write_ran(
     embed: Embed, open_ui: OpenUI
 ) -> None:
-    """`vernis:tool-completed` (bubbling, composed) reaches the host page with the tool's name, status and a summary only once the approved write has run; the host refreshes its data."""
+    """`vernis:tool-completed` (bubbling, composed) reaches the host page with the tool's name, status and a one-line summary (not raw JSON) only once the approved write has run; the host refreshes its data."""
     notification_id = await add_notification(embed.vernis, title="Call back Jane")
     embed.vernis.scripted.add(
         Reply(tool_calls=[ScriptedToolCall("mark_notification_read", {"notification_id": notification_id})]),
@@ -184,8 +184,8 @@ async def test_the_host_page_hears_tool_completed_once_an_approved_write_ran(
     assert (heard["bubbles"], heard["composed"], heard["fromElement"]) == (True, True, True)
     detail = heard["detail"]
     assert (detail["toolName"], detail["status"]) == ("mark_notification_read", "ok")
-    assert notification_id in detail["summary"]
-    assert len(detail["summary"]) <= 200
+    # The tool gives no sentence of its own: its name and how it ended, never the raw result.
+    assert detail["summary"] == "Mark notification read: done."
     assert detail["conversationId"]
     # The host's own page shows it (its listener), and reloaded its list.
     activity = ui.page.locator("#activity li.tool")

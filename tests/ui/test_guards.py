@@ -8,7 +8,7 @@ from playwright.async_api import expect
 
 from tests.e2e.test_guards import PLANTED, add_contact_with_note, last_tool_result
 from tests.ui.conftest import UI
-from vernis.scripted import Reply, ScriptedToolCall
+from vernis.model.scripted import Reply, ScriptedToolCall
 
 
 async def test_blocked_message_says_why_and_gives_the_text_back(ui: UI) -> None:

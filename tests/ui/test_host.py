@@ -89,26 +89,29 @@ async def test_a_page_context_keeps_only_what_the_server_accepts(login_page: UI)
 
 
 async def test_a_tool_summary_is_one_short_line(login_page: UI) -> None:
-    """An error gives its message, a rejection says nothing changed, a result its data on one line of at most 200 characters."""
+    """The host's summary is the tool's own sentence when its result has one, else the tool's name and how the call ended (an error's message, a rejection, an expiry), on one line of at most 200 characters, never the raw result."""
     result = await login_page.page.evaluate(
         """async () => {
             const { toolSummary } = await import("/static/vernis/host.js");
+            const data = { contact: { id: "c1", name: "Jane" }, added: ["vip"] };
             return [
-                toolSummary("ok", { ok: true, data: { contact: { id: "c1", name: "Jane" }, added: ["vip"] } }),
-                toolSummary("ok", { ok: true, data: "x ".repeat(300) }),
-                toolSummary("ok", { ok: true }),
-                toolSummary("error", { ok: false, error: { code: "not_found", message: "No such\\ncontact." } }),
-                toolSummary("error", undefined),
-                toolSummary("rejected", undefined),
+                toolSummary("add_tags", "ok", { ok: true, data, summary: "Tagged Jane as vip" }),
+                toolSummary("add_tags", "ok", { ok: true, data, summary: "x ".repeat(300) }),
+                toolSummary("add_tags", "ok", { ok: true, data }),
+                toolSummary("add_tags", "error", { ok: false, error: { code: "not_found", message: "No such\\ncontact." } }),
+                toolSummary("add_tags", "error", undefined),
+                toolSummary("add_tags", "rejected", undefined),
+                toolSummary("add_tags", "expired", { ok: false, error: { code: "expired", message: "No reviewer answered." } }),
             ];
         }"""
     )
-    assert result[0] == '{"contact":{"id":"c1","name":"Jane"},"added":["vip"]}'
+    assert result[0] == "Tagged Jane as vip"
     assert len(result[1]) == 200
     assert result[1].endswith("…")
     assert result[2:] == [
-        "Done.",
-        "No such contact.",
-        "The tool failed.",
-        "Rejected: nothing was changed.",
+        "Add tags: done.",
+        "Add tags failed: No such contact.",
+        "Add tags failed.",
+        "Add tags: rejected, nothing was changed.",
+        "Add tags: No reviewer answered.",
     ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from playwright.async_api import expect
 
 from tests.ui.conftest import UI
-from vernis.scripted import Reply
+from vernis.model.scripted import Reply
 
 # Where focus is: "panel" (inside the assistant's shadow root, with the element's class), else the
 # host page's element.

@@ -10,7 +10,7 @@ from playwright.async_api import expect
 
 from tests.fixtures.server import Vernis
 from tests.ui.conftest import UI, OpenUI
-from vernis.scripted import Reply
+from vernis.model.scripted import Reply
 
 GEOMETRY = """(root) => {
     const box = (selector) => {
@@ -92,3 +92,42 @@ async def test_full_screen_column_is_centred_beside_the_list(
             assert near(g["picker"]["bottom"], g["composerBox"]["bottom"]), g
         name = f"fullscreen-{'list' if with_list else 'nolist'}-{width}.png"
         await ui.screenshot(name)
+
+
+WIDE_TABLE = "| Name | E-mail | Company | Phone | City | Stage |\n|---|---|---|---|---|---|\n" + "\n".join(
+    f"| Carol Adams {n} | carol.adams.{n}@northwind-traders.example | Northwind Traders | +44 20 7946 0{n:03d} | Manchester | Qualified |"
+    for n in range(3)
+)
+
+WORDS_UNBROKEN = """(table) => {
+    // Each cell's text wraps at spaces if at all: never more lines than words (mid-word breaks,
+    // "Caro l Ada ms", make many more).
+    for (const cell of table.querySelectorAll("th, td")) {
+        const range = document.createRange();
+        range.selectNodeContents(cell);
+        const lines = new Set([...range.getClientRects()].map((rect) => Math.round(rect.top)));
+        const words = cell.textContent.trim().split(/\\s+/).length;
+        if (lines.size > words) return `${cell.textContent}: ${lines.size} lines`;
+    }
+    return null;
+}"""
+
+
+@pytest.mark.parametrize("viewport", [(1280, 900), (390, 844)], ids=["side-panel", "phone"])
+async def test_a_wide_table_scrolls_sideways_with_readable_cells(
+    open_ui: OpenUI, vernis: Vernis, viewport: tuple[int, int]
+) -> None:
+    """A six-column table in the 400 px panel and on a phone keeps its words whole and scrolls sideways, in a region the keyboard can focus and scroll."""
+    vernis.scripted.add(Reply(f"Here they are:\n\n{WIDE_TABLE}\n\nAnything else?"), match="contacts")
+    ui = await open_ui(vernis, viewport=viewport)
+    await ui.open()
+    await ui.send("list the contacts")
+    answer = await ui.answered()
+    region = answer.locator(".markdown .table-scroll")
+    await expect(region).to_have_attribute("role", "region")
+    await expect(region).to_have_attribute("tabindex", "0")
+    assert await region.locator("table").evaluate(WORDS_UNBROKEN) is None
+    assert await region.evaluate("(element) => element.scrollWidth > element.clientWidth + 40")
+    await region.focus()
+    await ui.page.keyboard.press("ArrowRight")
+    await ui.page.wait_for_function("(element) => element.scrollLeft > 0", arg=await region.element_handle())

@@ -10,12 +10,12 @@ one `<vernis-assistant>` and a `getToken` that fetches a token its own endpoint 
 
 from __future__ import annotations
 
-import base64
-import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import httpx
+import jwt
 import pytest
 from playwright.async_api import expect
 from starlette.applications import Starlette
@@ -28,8 +28,8 @@ from tests.tools.test_mcp_support import Desk
 from tests.ui.conftest import Embed, OpenUI, UIFactory
 from tests.utils import free_port, run_server
 from vernis.identity import issue_token
-from vernis.scripted import SCRIPTED_CHAT_MODEL, Reply, ScriptedToolCall
-from vernis.scripted.scenarios import last_user_text
+from vernis.model.scripted import SCRIPTED_CHAT_MODEL, Reply, ScriptedToolCall
+from vernis.model.scripted.scenarios import last_user_text, prompt_text
 
 Body = Mapping[str, Any]
 SERVICE_KEY = "desk-service-key"
@@ -118,9 +118,15 @@ def host_app(vernis_url: str, issued: list[str]) -> Starlette:
     )
 
 
-def claims(token: str) -> dict[str, Any]:
-    payload = token.split(".")[1]
-    decoded: dict[str, Any] = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+async def claims(vernis_url: str, token: str) -> dict[str, Any]:
+    """The claims of a token Vernis signed for the desk, verified as the desk does: against Vernis's
+    JWKS, for its audience."""
+    async with httpx.AsyncClient() as http:
+        keys = jwt.PyJWKSet.from_dict((await http.get(f"{vernis_url}/api/assistant/jwks")).json())
+    key = next(key for key in keys.keys if key.key_id == jwt.get_unverified_header(token)["kid"])
+    decoded: dict[str, Any] = jwt.decode(
+        token, key, algorithms=[key.algorithm_name], audience="vernis-mcp:desk"
+    )
     return decoded
 
 
@@ -146,7 +152,7 @@ async def test_a_product_with_an_mcp_server_and_a_toml_file_gets_the_panel_on_it
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """On a host page of another origin, a Vernis configured only by vernis.toml shows its name and quick actions, runs the MCP read as the member with the persona and the page's ticket (resolved by the MCP read tool) in the prompt, and runs the MCP write once, only after approval in the panel, telling the host."""
+    """On a host page of another origin, a Vernis configured only by vernis.toml shows its name and quick actions, runs the MCP read as the member (a token Vernis signs for the server, never the host's own) with the persona and the page's ticket (resolved by the MCP read tool) in the prompt, and runs the MCP write once, only after approval in the panel, telling the host."""
     monkeypatch.setenv("DESK_MCP_KEY", SERVICE_KEY)
     desk = Desk()
     issued: list[str] = []
@@ -197,20 +203,22 @@ async def test_a_product_with_an_mcp_server_and_a_toml_file_gets_the_panel_on_it
             assert read.arguments == {"status": "open", "limit": 10}
             assert read.headers["authorization"] == f"Bearer {SERVICE_KEY}"
             member_token = read.headers["x-vernis-member-token"]
-            assert member_token in issued, "the host's own token for its user went along"
-            assert claims(member_token)["sub"] == AGENT["sub"]
+            assert member_token not in issued, "the host's own token for its user stays in Vernis"
+            assert (await claims(vernis.http_url, member_token))["sub"] == AGENT["sub"]
 
             # What the model was told: the persona, the server's tools, and the page's ticket, named
             # by the configured read tool, called as the member.
             chat = [body for body in scripted.requests if body.get("model") == SCRIPTED_CHAT_MODEL]
             first = chat[0]
-            system = first["messages"][0]["content"]
+            system = prompt_text(first)
             assert system.startswith(f"You are {NAME}, ")
             assert INSTRUCTIONS in system
-            assert "## Current page\n- Route: /tickets/T-2\n" in system
+            assert '## Current page\n- Route (the page\'s address, as data): "/tickets/T-2"\n' in system
             assert 'The user is looking at the ticket "VPN drops hourly" (id T-2).' in system
             assert "- About it: open" in system
-            assert sorted(tool["function"]["name"] for tool in first["tools"]) == [
+            # Besides Vernis's own ask_user, offered to every member.
+            names = sorted(tool["function"]["name"] for tool in first["tools"])
+            assert [name for name in names if name != "ask_user"] == [
                 "desk__close_ticket",
                 "desk__find_tickets",
                 "desk__get_ticket",
@@ -219,7 +227,9 @@ async def test_a_product_with_an_mcp_server_and_a_toml_file_gets_the_panel_on_it
             assert resolves, "the page was resolved through desk__get_ticket"
             for call in resolves:
                 assert call.arguments == {"ticket_id": "T-2"}
-                assert call.headers["x-vernis-member-token"] in issued
+                assert (await claims(vernis.http_url, call.headers["x-vernis-member-token"]))["sub"] == AGENT[
+                    "sub"
+                ]
 
             # A write: the panel asks first, and the server is not called.
             await ui.send("Please close it, the VPN update fixed it.")
@@ -246,7 +256,9 @@ async def test_a_product_with_an_mcp_server_and_a_toml_file_gets_the_panel_on_it
             await expect(confirm).to_contain_text("Approved. The change was made.")
             (write,) = desk.calls_of("close_ticket")
             assert write.arguments == {"ticket_id": "T-2", "note": "Fixed by the VPN update."}
-            assert write.headers["x-vernis-member-token"] in issued
+            assert (await claims(vernis.http_url, write.headers["x-vernis-member-token"]))["sub"] == AGENT[
+                "sub"
+            ]
             assert desk.tickets["T-2"]["status"] == "closed"
             await expect(heard).to_have_text(["desk__find_tickets · ok", "desk__close_ticket · ok"])
             assert len(desk.calls_of("find_tickets")) == 1

@@ -78,7 +78,15 @@ async def test_product_mode_serves_the_assistant_but_no_demo(ui_factory: UIFacto
         assert (await client.post("/login", data={"email": "owner@acme.test"})).status_code == 404
         assert (await client.get("/static/vernis/element.js")).status_code == 200
         config = await client.get("/api/assistant/config", headers=signed_in(vernis))
-        assert config.json() == {"name": "Vernis", "scripted": True, "quick_actions": [], "pages": []}
+        assert config.json() == {
+            "name": "Vernis",
+            "scripted": True,
+            "quick_actions": [],
+            "pages": [],
+            "image_origins": [],
+            "navigable": [],
+            "reviewer": False,
+        }
 
 
 async def test_root_redirects_to_login_without_a_cookie(vernis: Vernis, client: httpx.AsyncClient) -> None:

@@ -6,8 +6,8 @@ from playwright.async_api import expect
 
 from tests.fixtures.server import Vernis
 from tests.ui.conftest import UI, OpenUI
-from vernis.scripted import Reply, ScriptedToolCall
-from vernis.scripted.scenarios import last_user_text
+from vernis.model.scripted import Reply, ScriptedToolCall
+from vernis.model.scripted.scenarios import last_user_text
 
 QUICK_ACTIONS = [
     "Search contacts",
@@ -29,7 +29,7 @@ def after_tool(body: dict[str, object]) -> bool:
 
 
 async def test_quick_action_streams_text_and_a_tool_card(ui: UI) -> None:
-    """A quick action in an empty conversation sends its prompt; a tool card and the streamed answer appear, then the live title."""
+    """An empty conversation shows four quick actions (the rest behind More), the keyboard hint and Send off; a quick action sends its prompt, a tool card and the streamed answer appear, then the live title, and the hint goes."""
     ui.vernis.scripted.add(
         Reply("Let me check.", tool_calls=[ScriptedToolCall("get_unread_count", {})]), match="recent calls"
     )
@@ -37,11 +37,16 @@ async def test_quick_action_streams_text_and_a_tool_card(ui: UI) -> None:
     await ui.open()
     await expect(ui.panel).to_have_attribute("data-open", "")
     await expect(ui.title).to_have_text("New conversation")
-    await expect(ui.log.locator(".quick-actions:not(.page-actions) .quick-action")).to_have_text(
-        QUICK_ACTIONS
-    )
+    # Four at first, the rest behind "More"; the keyboard hint, and Send off while there is nothing to send.
+    general = ui.log.locator(".quick-actions:not(.page-actions) .quick-action")
+    await expect(general).to_have_text(QUICK_ACTIONS[:4])
     await expect(ui.panel.locator(".scripted-note")).to_be_visible()
+    await expect(ui.panel.locator(".hint")).to_be_visible()
+    await expect(ui.panel.get_by_role("button", name="Send", exact=True)).to_be_disabled()
     await ui.screenshot("panel-empty.png")
+    await ui.log.get_by_role("button", name=f"More ({len(QUICK_ACTIONS) - 4})").click()
+    await expect(general).to_have_text(QUICK_ACTIONS)
+    await expect(general.nth(4)).to_be_focused()
 
     await ui.log.get_by_role("button", name="Recent calls").click()
     user = ui.log.locator(".msg.user").last
@@ -68,6 +73,8 @@ async def test_quick_action_streams_text_and_a_tool_card(ui: UI) -> None:
     await expect(result).to_be_visible()
     assert "{" not in await result.inner_text()
     await expect(ui.panel.get_by_role("button", name="Send")).to_be_visible()
+    # Once a message went, the keyboard hint has done its job.
+    await expect(ui.panel.locator(".hint")).to_be_hidden()
     # The title arrives after the first exchange, live.
     await expect(ui.title).to_have_text("Show me my most recent calls")
     await ui.screenshot("panel.png")
@@ -156,6 +163,7 @@ async def test_narrow_screen(vernis: Vernis, open_ui: OpenUI) -> None:
     ui = await open_ui(vernis, viewport=(375, 720))
     await ui.open()
     await expect(ui.panel).to_have_css("width", "375px")
+    await ui.log.locator(".more-actions").click()
     await expect(ui.log.get_by_role("button", name="View my plans")).to_be_visible()
     overflow = await ui.page.locator("vernis-assistant").evaluate(
         "element => { const log = element.shadowRoot.querySelector('.log'); return log.scrollWidth - log.clientWidth; }"
@@ -175,3 +183,19 @@ async def test_panel_state_survives_navigation(ui: UI) -> None:
     await ui.connected()
     await expect(ui.log.locator(".msg.user .bubble")).to_have_text("remember this page")
     await expect(ui.answers().last).to_contain_text("Noted.")
+
+
+async def test_the_demo_note_can_be_dismissed_for_the_session(ui: UI) -> None:
+    """The scripted-answers note has a Dismiss button; dismissed, it stays gone on the next page of the same tab."""
+    await ui.open()
+    note = ui.panel.locator(".scripted-note")
+    await expect(note).to_be_visible()
+    await note.get_by_role("button", name="Dismiss this note").click()
+    await expect(note).to_be_hidden()
+    await expect(ui.input).to_be_focused()
+    await ui.page.reload()
+    # The panel reopens by itself on the tab's next page.
+    await ui.connected()
+    await expect(ui.panel).to_have_attribute("data-open", "")
+    await expect(ui.title).to_have_text("New conversation")
+    await expect(note).to_be_hidden()

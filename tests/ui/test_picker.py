@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import UTC, datetime, timedelta
 
+import sqlalchemy as sa
 from playwright.async_api import expect
 
-from tests.data import store_of
+from tests.data import database, store_of
 from tests.fixtures.server import Vernis
 from tests.ui.conftest import UI
-from vernis.db.models import MessageRole
+from vernis.store.models import Conversation, MessageRole
 
 
 async def add_conversations(vernis: Vernis, titles: list[str], email: str = "member@acme.test") -> list[str]:
@@ -131,3 +133,44 @@ async def test_more_conversations_load_on_scroll_and_new_chat(ui: UI) -> None:
     await expect(ui.title).to_have_text("New conversation")
     await expect(ui.log.get_by_role("button", name="Search contacts")).to_be_visible()
     assert uuid.UUID(str(await rows.first.get_attribute("data-id")))
+
+
+async def test_the_picker_groups_by_day_and_searches_titles(ui: UI) -> None:
+    """Conversations are grouped Today, Yesterday, Previous 7 days and Older, by when they last changed; the search box keeps the titles that contain its text, and says when none does."""
+    titles = ["Quarterly plan", "Invoice from March", "Dental plans", "Call with Jane"]
+    ids = await add_conversations(ui.vernis, titles)
+    # Days as the browser counts them: from the start of today, in this machine's time zone (its own).
+    today = datetime.now(UTC).astimezone().replace(hour=0, minute=0, second=0, microsecond=0)
+    changed = {
+        ids[0]: today - timedelta(days=40),
+        ids[1]: today - timedelta(days=3),
+        ids[2]: today - timedelta(hours=1),
+    }
+    async with database(ui.vernis) as engine, engine.begin() as connection:
+        for conversation_id, when in changed.items():
+            await connection.execute(
+                sa.update(Conversation)
+                .where(Conversation.id == uuid.UUID(conversation_id))
+                .values(updated_at=when)
+            )
+    await ui.open()
+    await ui.panel.get_by_role("button", name="Conversations").click()
+    groups = ui.picker.locator(".picker-group")
+    await expect(groups).to_have_text(["Today", "Yesterday", "Previous 7 days", "Older"])
+    await expect(ui.picker.get_by_role("list", name="Today").locator(".conv-title")).to_have_text(
+        ["Call with Jane"]
+    )
+    await expect(ui.picker.get_by_role("list", name="Older").locator(".conv-title")).to_have_text(
+        ["Quarterly plan"]
+    )
+    search = ui.picker.get_by_role("searchbox", name="Search conversations by title")
+    await search.fill("plan")
+    await expect(ui.picker.locator(".conv-title")).to_have_text(["Dental plans", "Quarterly plan"])
+    await ui.screenshot("picker-groups.png")
+    await search.fill("nothing like it")
+    await expect(ui.picker.locator(".conv")).to_have_count(0)
+    await expect(ui.picker.locator(".picker-status")).to_have_text(
+        "No conversation title has “nothing like it”."
+    )
+    await search.fill("")
+    await expect(ui.picker.locator(".conv")).to_have_count(4)

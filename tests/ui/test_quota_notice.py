@@ -8,7 +8,7 @@ import re
 from playwright.async_api import expect
 
 from tests.ui.conftest import OpenUI, UIFactory
-from vernis.scripted import Reply
+from vernis.model.scripted import Reply
 
 
 async def test_a_used_up_quota_reads_as_a_notice_with_the_reset_time(

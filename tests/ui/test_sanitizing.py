@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from playwright.async_api import Request, expect
+from pathlib import Path
 
-from tests.ui.conftest import UI
-from vernis.scripted import Reply
+from playwright.async_api import Request, expect
+from starlette.applications import Starlette
+from starlette.requests import Request as HttpRequest
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tests.ui.conftest import UI, OpenUI, UIFactory
+from tests.utils import run_server
+from vernis.model.scripted import Reply
 
 PAYLOAD = """Here is the **summary** you asked for.
 <script>window.__pwned = "script"</script>
@@ -163,3 +170,45 @@ async def test_an_image_is_fetched_once_and_sized_to_the_column(ui: UI) -> None:
         assert box is not None
         assert box["width"] <= column + 0.5
         assert box["height"] <= 320.5
+
+
+SQUARE = (
+    b'<svg xmlns="http://www.w3.org/2000/svg" width="40" height="40"><rect width="40" height="40"/></svg>'
+)
+
+
+async def test_images_load_only_from_vernis_and_the_configured_origins(
+    ui_factory: UIFactory, open_ui: OpenUI, tmp_path: Path
+) -> None:
+    """With `[embed] image_origins` naming an image server, an answer's image from it loads; one from another origin is shown as its alt text and never requested."""
+    asked: list[str] = []
+
+    async def image(request: HttpRequest) -> Response:
+        asked.append(request.url.path)
+        return Response(SQUARE, media_type="image/svg+xml")
+
+    async with run_server(Starlette(routes=[Route("/{name}", image)])) as images:
+        allowed = f"http://127.0.0.1:{images.config.port}"
+        # The same server under another name: another origin, not listed.
+        other = f"http://localhost:{images.config.port}"
+        config = tmp_path / "vernis.toml"
+        config.write_text(f'[embed]\nimage_origins = ["{allowed}/"]\n', encoding="utf-8")
+        async with ui_factory(config=config) as vernis:
+            ui = await open_ui(vernis)
+            requests: list[str] = []
+            ui.page.on("request", lambda request: requests.append(request.url))
+            vernis.scripted.add(
+                Reply(f"Our logo: ![logo]({allowed}/logo.svg) and ![tracker]({other}/pixel.svg)"),
+                match="logo",
+            )
+            await ui.open()
+            await ui.send("show the logo")
+            answer = await ui.answered()
+            logo = answer.locator("img")
+            await expect(logo).to_have_count(1)
+            await expect(logo).to_have_attribute("src", f"{allowed}/logo.svg")
+            await expect(logo).to_have_js_property("complete", True)
+            assert await logo.evaluate("(image) => image.naturalWidth") == 40
+            await expect(answer.locator(".blocked-image")).to_have_text("[image: tracker]")
+    assert asked == ["/logo.svg"]
+    assert [url for url in requests if "pixel" in url] == []

@@ -11,8 +11,8 @@ from playwright.async_api import WebSocket, expect
 
 from tests.ui.conftest import UI, EmbedFactory, OpenUI, UIFactory
 from vernis.identity import COOKIE_NAME
-from vernis.scripted import Fault, Reply
-from vernis.scripted.scenarios import last_user_text
+from vernis.model.scripted import Fault, Reply
+from vernis.model.scripted.scenarios import last_user_text
 from vernis.settings import RateLimit
 
 
@@ -50,6 +50,38 @@ async def test_a_host_whose_tokens_are_refused_is_asked_again_then_signed_out(
         assert all("token" not in socket.url for socket in sockets)
         await expect(ui.connection.get_by_role("button", name="Retry now")).to_be_hidden()
         await ui.screenshot("state-signed-out-embed.png")
+
+
+async def test_signed_out_calls_the_host_and_offers_to_sign_in_again(
+    embed_factory: EmbedFactory, open_ui: OpenUI
+) -> None:
+    """Signed out (the host's tokens refused twice), the host's onSignedOut runs once, one alert says so and the composer is disabled; once the host's session is back, "Sign in again" asks getToken anew and the panel is connected and usable."""
+    async with embed_factory(token_ttl=-300) as embed:
+        ui = await open_ui(embed.vernis, host=embed, email=None, path="/")
+        ui.console_errors_expected = True
+        await ui.page.evaluate(
+            """() => {
+                const element = document.querySelector("vernis-assistant");
+                window.signedOut = 0;
+                element.onSignedOut = () => { window.signedOut += 1; };
+                const hostGetToken = element.getToken;
+                element.getToken = async () => window.goodToken || hostGetToken();
+            }"""
+        )
+        await ui.launcher.click()
+        await expect(ui.connection).to_have_attribute("data-state", "signed-out")
+        assert await ui.page.evaluate("window.signedOut") == 1
+        await expect(ui.log.get_by_role("alert")).to_have_count(1)
+        await expect(ui.log.get_by_role("alert")).to_have_text("Your session has ended. Sign in again")
+        await expect(ui.input).to_be_disabled()
+        await ui.screenshot("state-signed-out-sign-in-again.png")
+        # The host's session is back: its getToken now gives a good token.
+        await ui.page.evaluate("(token) => { window.goodToken = token; }", embed.vernis.token())
+        await ui.log.get_by_role("button", name="Sign in again").click()
+        await expect(ui.connection).to_have_attribute("data-state", "connected")
+        await expect(ui.log.get_by_role("alert")).to_have_count(0)
+        await expect(ui.input).to_be_enabled()
+        assert await ui.page.evaluate("window.signedOut") == 1
 
 
 async def test_a_long_paste_is_counted_kept_and_not_sent(ui: UI) -> None:

@@ -11,7 +11,7 @@ from playwright.async_api import Route, expect
 
 from tests.data import add_notification
 from tests.ui.conftest import UI, Embed, OpenUI
-from vernis.scripted import Reply, ScriptedToolCall
+from vernis.model.scripted import Reply, ScriptedToolCall
 
 AA_TEXT = 4.5
 # The effective colors of an element of the panel: its text, and the background behind it
@@ -67,6 +67,12 @@ CONVERSATION_PAIRS = {
     "approve button (on accent)": ".confirm .button.primary",
     "reject button": ".confirm .button:not(.primary)",
     "answer footer (muted)": ".answer-footer",
+    "table header (UI block)": ".ui-table th",
+    "table cell (UI block)": ".ui-table td",
+    "table status (UI block, muted)": ".ui-table-status",
+    "figure label (UI block, muted)": ".ui-metric-label",
+    "figure value (UI block)": ".ui-metric-value",
+    "link button (UI block)": ".ui-links a.button",
 }
 
 
@@ -117,10 +123,15 @@ async def open_themed(open_ui: OpenUI, embed: Embed, theme: str, path: str = "/"
 
 
 async def fill_conversation(ui: UI, embed: Embed) -> None:
-    """An answer with markdown and a finished read, then a write awaiting approval."""
+    """An answer with markdown and finished reads (with UI blocks), then a write awaiting approval."""
     notification_id = await add_notification(embed.vernis, title="Call back Jane")
     scripted = embed.vernis.scripted
-    scripted.add(Reply("Let me look.", tool_calls=[ScriptedToolCall("get_unread_count", {})]), match="unread")
+    reads = [
+        ScriptedToolCall("get_unread_count", {}),
+        ScriptedToolCall("get_dashboard_stats", {}),
+        ScriptedToolCall("search_contacts", {"limit": 3}),
+    ]
+    scripted.add(Reply("Let me look.", tool_calls=reads), match="unread")
     scripted.add(
         Reply("You have **one** unread item. See [the notifications](https://example.com/n) or `inbox`."),
         match=lambda body: body["messages"][-1]["role"] == "tool",
@@ -196,6 +207,7 @@ async def test_a_host_stylesheet_rule_themes_the_panel(embed: Embed, open_ui: Op
     await ui.page.route(f"{embed.url}/host/brand.css", stylesheet)
     await ui.page.add_style_tag(url=f"{embed.url}/host/brand.css")
     await ui.open()
+    await ui.input.fill("Hello")  # Send is off while there is nothing to send
     send = ui.panel.get_by_role("button", name="Send", exact=True)
     await expect(send).to_have_css("background-color", "rgb(124, 58, 237)")
     await expect(send).to_have_css("color", "rgb(255, 255, 255)")

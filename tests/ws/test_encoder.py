@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import orjson
 import pytest
 
-from vernis.services import events
-from vernis.services.persistence import ConversationInfo, StoredMessage
+from vernis.conversation import events
+from vernis.conversation.store import ConversationInfo, StoredMessage
 from vernis.ws import protocol
 from vernis.ws.encoder import encode, to_wire
 
@@ -104,6 +104,7 @@ def test_hot_path_delta_matches_the_model() -> None:
         events.AnswerStarted(CONVERSATION, MESSAGE, resumed=False),
         events.AnswerEnded(CONVERSATION, MESSAGE, stopped=False),
         events.AnswerEnded(CONVERSATION, MESSAGE, stopped=True),
+        events.AnswerEnded(CONVERSATION, MESSAGE, stopped=False, model="backup-model"),
     ],
 )
 @pytest.mark.parametrize("seq", [None, 0, 1_732_000_000_000_001])

@@ -85,3 +85,26 @@ def test_every_command_type_parses() -> None:
     rename = parsed[6]
     assert isinstance(rename, protocol.RenameConversation)
     assert rename.title == "Renamed"
+
+
+def test_review_commands_parse_and_bound_the_note() -> None:
+    """list_reviews and review_tool (SPEC §23) parse; the note is stripped, left out when absent, and over 2,000 characters is invalid_message."""
+    some_id = str(uuid.uuid4())
+    listed = protocol.parse_command(orjson.dumps({"type": "list_reviews"}))
+    assert isinstance(listed, protocol.ListReviews)
+    review = protocol.parse_command(
+        orjson.dumps(
+            {"type": "review_tool", "review_id": some_id, "approved": False, "note": "  not this one "}
+        )
+    )
+    assert isinstance(review, protocol.ReviewTool)
+    assert (str(review.review_id), review.approved, review.note) == (some_id, False, "not this one")
+    bare = protocol.parse_command(
+        orjson.dumps({"type": "review_tool", "review_id": some_id, "approved": True})
+    )
+    assert isinstance(bare, protocol.ReviewTool)
+    assert bare.note is None
+    with pytest.raises(InvalidMessage):
+        protocol.parse_command(
+            orjson.dumps({"type": "review_tool", "review_id": some_id, "approved": True, "note": "x" * 2001})
+        )

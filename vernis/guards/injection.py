@@ -1,4 +1,3 @@
-# ruff: noqa: E501 (one signal per line reads better than patterns cut in pieces)
 """Prompt-injection signals: text written to make the model drop its instructions.
 
 Four kinds, each scored by severity:
@@ -18,6 +17,8 @@ characters, leetspeak and spaced-out letters do not hide them; the Cyrillic ones
 lower-case text. A user saying "ignore my previous message" is not matched: only instructions,
 rules, prompts and the like, which a member of a CRM has no reason to address.
 """
+
+# ruff: noqa: E501 (one signal per line reads better than patterns cut in pieces)
 
 from __future__ import annotations
 

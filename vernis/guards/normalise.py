@@ -1,4 +1,3 @@
-# ruff: noqa: RUF001 (the look-alike letters are the point of this module)
 """Unicode normalisation before any detector runs, so that obfuscation does not hide a finding.
 
 Three views of one text:
@@ -8,11 +7,15 @@ Three views of one text:
   space, word joiner, byte-order mark, soft hyphen, bidirectional overrides, Unicode tag characters)
   are removed. This is what the model and the store see; a redaction is made in it.
 - `scan`: `clean` without the joiners kept there for emoji and Indic/Persian spelling (ZWJ, ZWNJ,
-  variation selectors); the personal-data detectors read it. `to_clean()` maps its spans back.
+  variation selectors), and with the digits of every script (Arabic-Indic, Devanagari, ...) read as
+  ASCII ones, one for one (NFKC leaves them as they are); the personal-data detectors read it.
+  `to_clean()` maps its spans back.
 - `skeleton`: `scan` folded for the injection detectors: lower case, accents dropped, Cyrillic and
   Greek look-alikes mapped to the Latin letters they imitate, digits inside words read as the
   letters they stand for ("1gn0re"), and letters spaced out one by one ("i g n o r e") joined.
 """
+
+# ruff: noqa: RUF001 (the look-alike letters are the point of this module)
 
 from __future__ import annotations
 
@@ -45,6 +48,8 @@ _HIDDEN = {
 _JOINERS = {0x200C, 0x200D, *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)}
 _HIDDEN_TABLE = dict.fromkeys(_HIDDEN)
 _SPACES = re.compile(r"[^\S\n\r\t]")
+# A decimal digit of any script but ASCII: a card number written "٤١١١ ..." is still a card number.
+_OTHER_DIGIT = re.compile(r"(?![0-9])\d")
 
 # Cyrillic and Greek letters drawn like Latin ones (lower case; the text is lowered first).
 _HOMOGLYPHS = str.maketrans(
@@ -88,10 +93,12 @@ def normalise(text: str) -> ScanText:
         return ScanText(text, text, text)
     clean = unicodedata.normalize("NFKC", text).translate(_HIDDEN_TABLE)
     clean = _SPACES.sub(" ", clean)
-    if not any(ord(char) in _JOINERS for char in clean):
-        return ScanText(text, clean, clean)
-    kept = [index for index, char in enumerate(clean) if ord(char) not in _JOINERS]
-    return ScanText(text, clean, "".join(clean[index] for index in kept), tuple(kept))
+    # One character for one: the spans of `scan` stay those of `clean` but for the joiners.
+    scan = _OTHER_DIGIT.sub(lambda match: str(unicodedata.decimal(match[0])), clean)
+    if not any(ord(char) in _JOINERS for char in scan):
+        return ScanText(text, clean, scan)
+    kept = [index for index, char in enumerate(scan) if ord(char) not in _JOINERS]
+    return ScanText(text, clean, "".join(scan[index] for index in kept), tuple(kept))
 
 
 _HEX_ID = re.compile(r"[0-9a-f]{12,}")

@@ -3,13 +3,16 @@
 Each detector finds candidates with a cheap pattern, then lets a well-kept library decide:
 `python-stdnum` (Luhn for cards, ISO 13616 for IBANs, each country's own check for national ids),
 `phonenumbers` (numbering plans of every country), `detect-secrets` (the patterns of its plugins for
-cloud keys, tokens and private keys; its JWT check that the header and claims decode). A number
+cloud keys, tokens and private keys; its JWT check that the header and claims decode), with the few
+key shapes it has no plugin for written here (Anthropic, Google, Hugging Face, npm, HTTP Basic). A number
 without a check digit of its own (a bare nine- or eleven-digit national id) counts only next to a
 word that names it, so order numbers, dates and amounts in a CRM are not mistaken for one.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -47,13 +50,19 @@ SEVERITY = {
 
 # --- cards ---------------------------------------------------------------------------------------
 
-# Not after "+": an international phone number (E.164) is often Luhn-valid by chance.
-_CARD = re.compile(r"(?<![\w.+-])\d(?:[ -]?\d){12,18}(?![\w-]|\.\d)")
+# Between the groups of a card number: spaces or a line break (a few), or one of the marks people
+# type between groups (dashes of every width with a space around them or not, dot, slash,
+# underscore, comma). One number keeps one kind of separator; `_card_grouping` checks it.
+_CARD_SEPARATOR = r"(?:\s{1,3}|\s?[-\u2010-\u2015\u2212]\s?|[./_,])"
+# Not after "+": an international phone number (E.164) is often Luhn-valid by chance. Not ending
+# before ".5", ",5" or "/5": the number goes on (a decimal, an amount, a date).
+_CARD = re.compile(rf"(?<![\w.+-])\d(?:{_CARD_SEPARATOR}?\d){{12,18}}(?![\w-]|[.,/]\d)")
 # Issuer prefixes of the card networks (Visa, Mastercard, Amex, Discover, JCB, Diners, UnionPay,
 # Maestro): a Luhn-valid number outside them is some other number.
 _CARD_PREFIX = re.compile(
     r"4|5[1-5]|2(?:2[2-9]|[3-6]|7[01]|720)|3[47]|3[05689]|6(?:011|5|4[4-9]|2)|5[06-9]|6"
 )
+_CARD_GAP = re.compile(r"\D+")
 
 
 # The start of an IBAN ("DE89 "): the digits after it are an account, not a card.
@@ -61,17 +70,23 @@ _IBAN_START = re.compile(r"[A-Za-z]{2}\d{2}[ ]?$")
 
 
 def _card_grouping(candidate: str) -> bool:
-    """Written as cards are: in one run, in fours (the last group shorter), Amex's 4-6-5, or one
-    digit at a time."""
-    groups = [len(group) for group in re.split(r"[ -]", candidate)]
+    """Written as cards are: in one run, one digit at a time, in fours (the last group shorter),
+    Amex's 4-6-5, or in threes (the last group of one to four); with one kind of separator. Threes
+    with thousands separators ("411,111,111,111,111") are an amount."""
+    separators = {gap.strip() or " " for gap in _CARD_GAP.findall(candidate)}
+    if len(separators) > 1:
+        return False
+    groups = [len(group) for group in _CARD_GAP.split(candidate)]
     if len(groups) == 1 or set(groups) == {1}:
         return True
-    return (groups[:2] == [4, 6] and len(groups) == 3) or (set(groups[:-1]) == {4} and 1 <= groups[-1] <= 4)
+    if (groups[:2] == [4, 6] and len(groups) == 3) or (set(groups[:-1]) == {4} and 1 <= groups[-1] <= 4):
+        return True
+    return set(groups[:-1]) == {3} and 1 <= groups[-1] <= 4 and not separators <= {",", "."}
 
 
 def _cards(text: str) -> Iterator[tuple[int, int, str]]:
     for match in _CARD.finditer(text):
-        digits = re.sub(r"\D", "", match[0])
+        digits = _CARD_GAP.sub("", match[0])
         if not (13 <= len(digits) <= 19 and _CARD_PREFIX.match(digits) and luhn.is_valid(digits)):
             continue
         if _card_grouping(match[0]) and not _IBAN_START.search(
@@ -233,7 +248,22 @@ def _secret_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
     return tuple(patterns)
 
 
-_SECRET_PATTERNS = _secret_patterns()
+# Keys detect-secrets (1.5) has no plugin for, in the shapes their issuers document: Anthropic
+# (`sk-ant-api03-...`), Google API keys (`AIza` and 35 characters), Hugging Face access tokens
+# (`hf_` and 34 or more), npm access tokens (`npm_` and 36).
+_KEY_PATTERNS = (
+    ("AnthropicKey", re.compile(r"(?<![\w-])sk-ant-[A-Za-z0-9_-]{32,}")),
+    ("GoogleApiKey", re.compile(r"(?<![\w-])AIza[0-9A-Za-z_-]{35}(?![\w-])")),
+    ("HuggingFaceToken", re.compile(r"(?<![\w-])hf_[A-Za-z0-9]{34,}(?![\w-])")),
+    ("NpmToken", re.compile(r"(?<![\w-])npm_[A-Za-z0-9]{36}(?![\w-])")),
+)
+_SECRET_PATTERNS = _secret_patterns() + _KEY_PATTERNS
+# An HTTP Basic credential (RFC 7617: base64 of "user:password"); it must decode to a pair, so
+# "Authorization: Basic authentication is off" is prose.
+_BASIC_AUTH = re.compile(
+    r"authorization[\"']?\s*[:=]\s*[\"']?basic\s+(?P<value>[A-Za-z0-9+/]{6,}={0,2})(?![\w+/=])",
+    re.IGNORECASE,
+)
 # Said in words rather than pasted from a file: "my password is ...", in a few languages. The value
 # must look like a password (a digit or a sign in it), so "the password is reset" is not one.
 _PASSWORD = re.compile(
@@ -249,10 +279,21 @@ def _credentials(text: str) -> Iterator[tuple[int, int, str]]:
         for match in pattern.finditer(text):
             if match.end() > match.start():
                 yield match.start(), match.end(), name
+    for match in _BASIC_AUTH.finditer(text):
+        if _is_user_password(match["value"]):
+            yield match.start("value"), match.end("value"), "basic_auth"
     for match in _PASSWORD.finditer(text):
         value = match["value"].rstrip(".,;!?\"'”)")
         if len(value) >= 6:
             yield match.start("value"), match.start("value") + len(value), "password_phrase"
+
+
+def _is_user_password(value: str) -> bool:
+    try:
+        decoded = base64.b64decode(value, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return False
+    return ":" in decoded and decoded.isprintable()
 
 
 _JWT_DETECTOR = JwtTokenDetector()

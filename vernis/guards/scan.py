@@ -28,7 +28,8 @@ class Decided:
 
 @dataclass(frozen=True, slots=True)
 class ScanResult:
-    """`text` is what may go on (normalised, redacted); with `action` BLOCK nothing may."""
+    """`text` is what may go on (normalised, every finding whose action is `redact` redacted, whatever
+    the strongest action); with `action` BLOCK a user's text may not go on at all."""
 
     action: Action
     findings: tuple[Decided, ...]
@@ -95,8 +96,11 @@ def scan_text(
     decided = tuple(Decided(finding, policy.action(finding)) for finding in raw)
     action = max((d.action for d in decided), default=Action.ALLOW)
     clean = prepared.clean
-    if action is Action.REDACT:
-        clean = _redact(prepared.to_clean, clean, [d.finding for d in decided if d.action is Action.REDACT])
+    # Whatever else was found (a block is stronger than a redaction), what must be redacted is: a
+    # text that goes on anyway (a tool result, marked untrusted) never carries it in clear.
+    redact = [d.finding for d in decided if d.action is Action.REDACT]
+    if redact:
+        clean = _redact(prepared.to_clean, clean, redact)
     return ScanResult(action, decided, clean)
 
 

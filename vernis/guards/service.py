@@ -26,11 +26,11 @@ from uuid import UUID
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from vernis.db.models import AuditEntry, table_of
 from vernis.guards._worker import ScanWorkers
 from vernis.guards.findings import Action, Category, Location
 from vernis.guards.policy import GuardPolicy, OrganizationPolicy
 from vernis.guards.scan import Decided, ScanResult, scan_text
+from vernis.store.models import AuditEntry, table_of
 
 __all__ = [
     "ArgumentsVerdict",
@@ -92,24 +92,41 @@ class InputVerdict:
         return self.action is Action.BLOCK
 
     @property
+    def redacted(self) -> bool:
+        """Something in the text was redacted: `text` differs from what was checked for that."""
+        return any(d.action is Action.REDACT for d in self.findings)
+
+    @property
     def blocked_for_injection(self) -> bool:
         return self.blocked and any(
             d.finding.category is Category.INJECTION and d.action is Action.BLOCK for d in self.findings
         )
 
-    def user_message(self) -> str | None:
-        """The sentence the user reads about this verdict (None: nothing to say)."""
+    def user_message(self, where: str = "your message") -> str | None:
+        """The sentence the user reads about this verdict (None: nothing to say); `where`: what was
+        checked, as the user knows it."""
         if self.failed:
             return "Your message was not sent: the safety check could not be completed. Please try again."
         if self.action is Action.BLOCK:
+            source = "it" if where == "your message" else where
             return (
-                f"Your message was not sent because it contains {_names(self.findings, Action.BLOCK)}. "
-                "Remove it and send the message again."
+                f"Your message was not sent because {source} contains "
+                f"{_names(self.findings, Action.BLOCK)}. Remove it and send the message again."
             )
         if self.action is Action.REDACT:
             hidden = _names(self.findings, Action.REDACT)
-            return f"{hidden[0].upper()}{hidden[1:]} in your message was hidden before it was sent."
+            return f"{hidden[0].upper()}{hidden[1:]} in {where} was hidden before it was sent."
         return None
+
+    def not_saved(self, what: str) -> str:
+        """The sentence the user reads when `what` (a title, a comment: text the user wrote to be
+        kept) is refused."""
+        if self.failed:
+            return f"{what[0].upper()}{what[1:]} was not saved: the safety check could not be completed."
+        return (
+            f"{what[0].upper()}{what[1:]} was not saved because it contains "
+            f"{_names(self.findings, Action.BLOCK)}. Remove it and try again."
+        )
 
     def model_notice(self) -> str | None:
         """What the model is told about this message (None: nothing)."""
@@ -166,11 +183,24 @@ class ResultVerdict:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class _Key:
+    """A path step naming a dictionary's key itself (not the value under it): keys are text too."""
+
+    name: str
+
+
 def _leaves(value: Any, path: tuple[Any, ...] = ()) -> Iterable[tuple[tuple[Any, ...], str]]:
+    """Every text in `value` with its path: strings, integers as their digits (a 16-digit integer is
+    a card number) and dictionary keys."""
     if isinstance(value, str):
         yield path, value
+    elif isinstance(value, int) and not isinstance(value, bool):
+        yield path, str(value)
     elif isinstance(value, dict):
         for key, item in value.items():
+            if isinstance(key, str):
+                yield (*path, _Key(key)), key
             yield from _leaves(item, (*path, key))
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
@@ -181,7 +211,10 @@ def _replace(value: Any, replacements: Mapping[tuple[Any, ...], str], path: tupl
     if path in replacements:
         return replacements[path]
     if isinstance(value, dict):
-        return {key: _replace(item, replacements, (*path, key)) for key, item in value.items()}
+        return {
+            replacements.get((*path, _Key(key)), key): _replace(item, replacements, (*path, key))
+            for key, item in value.items()
+        }
     if isinstance(value, (list, tuple)):
         return [_replace(item, replacements, (*path, index)) for index, item in enumerate(value)]
     return value

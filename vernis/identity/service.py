@@ -22,12 +22,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from vernis.db.engine import dialect_insert
-from vernis.db.models import Member, Organization, table_of, utcnow
-from vernis.db.transactions import EngineTransactions, Transactions
 from vernis.exceptions import AuthError
 from vernis.identity.members import ASSISTANT_USE, Identity, MemberInfo, RoleTable
 from vernis.identity.tokens import HostClaims, TokenVerifier
+from vernis.store.engine import dialect_insert
+from vernis.store.models import Member, Organization, table_of, utcnow
+from vernis.store.transactions import EngineTransactions, Transactions
 
 __all__ = ["IdentityService"]
 

@@ -3,7 +3,9 @@
 Contract of `TokenVerifier.verify(token)`: it returns `HostClaims` only when the token's signature
 checks out against a configured key, `exp` is in the future, `nbf` (if any) in the past (both with
 `LEEWAY_SECONDS` of leeway), `iss`/`aud` match when an issuer/audience is configured, and `sub` and
-the org claim are strings (or integers) of 1 to `MAX_ID_CHARS` characters. Anything else raises
+the org claim are strings (or integers) of 1 to `MAX_ID_CHARS` characters, and its audience is not
+one of the tokens Vernis signs for its MCP servers (`vernis.identity.signing`: such a token never
+stands for a member here, whoever signed it). Anything else raises
 `AuthError` whose `public_message` is short and safe to show; the token itself is never logged nor
 put in a message.
 
@@ -38,6 +40,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from jwt.types import Options
 
 from vernis.exceptions import AuthError, ConfigError
+from vernis.identity.signing import SERVER_AUDIENCE_PREFIX
 
 __all__ = [
     "DEFAULT_TTL",
@@ -159,7 +162,10 @@ class TokenVerifier:
             key = await self._jwks.key_for(kid)
         else:
             raise AuthError(_INVALID)  # alg none, or an algorithm no configured key may verify
-        return self._claims(self._decode(token, key, alg))
+        payload = self._decode(token, key, alg)
+        if _for_a_server(payload.get("aud")):
+            raise AuthError(_INVALID)
+        return self._claims(payload)
 
     async def aclose(self) -> None:
         if self._jwks is not None:
@@ -345,6 +351,11 @@ def _pick(keys: tuple[jwt.PyJWK, ...], kid: str | None) -> jwt.PyJWK | None:
         # Without a kid the choice is only unambiguous when there is nothing to choose from.
         return keys[0] if len(keys) == 1 else None
     return next((key for key in keys if key.key_id == kid), None)
+
+
+def _for_a_server(audience: object) -> bool:
+    audiences = audience if isinstance(audience, list) else [audience]
+    return any(isinstance(each, str) and each.startswith(SERVER_AUDIENCE_PREFIX) for each in audiences)
 
 
 def _check_secret(secret: str) -> None:

@@ -3,6 +3,8 @@
 What a toolkit author needs is importable from here:
 
     from vernis.tools import Entity, PagePattern, QuickAction, Toolkit, ToolContext, ToolFailure
+    from vernis.tools import Shown, entity, links, metrics, table  # UI blocks (SPEC §16)
+    from vernis.tools import trace_headers  # an HTTP request's W3C traceparent (SPEC §22)
 """
 
 from vernis.tools.base import (
@@ -15,6 +17,7 @@ from vernis.tools.base import (
     json_schema_args,
     tool,
 )
+from vernis.tools.blocks import Shown, block, entity, links, metrics, table
 from vernis.tools.toolkit import (
     ENTRY_POINT_GROUP,
     Demo,
@@ -28,6 +31,7 @@ from vernis.tools.toolkit import (
     available_toolkits,
     load_toolkits,
 )
+from vernis.tracing.spans import trace_headers
 
 __all__ = [
     "CONFIRMED",
@@ -38,6 +42,7 @@ __all__ = [
     "JsonSchemaArgs",
     "PagePattern",
     "QuickAction",
+    "Shown",
     "Tool",
     "ToolContext",
     "ToolFailure",
@@ -45,8 +50,14 @@ __all__ = [
     "ToolkitEnv",
     "ToolkitError",
     "available_toolkits",
+    "block",
+    "entity",
     "error_envelope",
     "json_schema_args",
+    "links",
     "load_toolkits",
+    "metrics",
+    "table",
     "tool",
+    "trace_headers",
 ]

@@ -15,11 +15,12 @@ The SDK's quirks, and what is done about each:
   `tools/list_changed` notification reaches `message_handler` and the list is read again.
 - Per-call headers: the SDK sends a request from a task that inherits the caller's context
   variables, so what is set in a context variable around one call (`_CallState`) reaches exactly
-  that call's HTTP request: an httpx2 request hook adds the member's token there, on one shared
+  that call's HTTP request: an httpx2 request hook adds the call's token there, on one shared
   session and connection pool (a session per call would cost a handshake per call).
 - A session the server no longer knows is answered 404, which the SDK reports as some JSON-RPC
   error (the server's, or its own "Session terminated"), the status lost: an httpx2 response hook
   notes it on the call's `_CallState`. The session is renewed once, and only a read is sent again.
+  The same hook adds the W3C `traceparent` of the call's span when the answer is traced.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from pydantic import ValidationError
 from vernis.config import McpServerEntry
 from vernis.tools.base import ToolFailure
 from vernis.tools.toolkit import ToolkitError
+from vernis.tracing.spans import inject
 
 __all__ = [
     "MEMBER_TOKEN_HEADER",
@@ -163,8 +165,11 @@ class McpConnection:
                 client = await self._connect(stack)
                 return await self._list(client)
 
-    async def call(self, name: str, arguments: dict[str, Any], *, token: str, read: bool) -> RemoteResult:
-        """Call the server's tool `name` as the member whose token this is. Raises `ToolFailure`."""
+    async def call(
+        self, name: str, arguments: dict[str, Any], *, token: str | None, read: bool
+    ) -> RemoteResult:
+        """Call the server's tool `name`; `token` (the one Vernis signed for this server, naming the
+        member) goes along in `MEMBER_TOKEN_HEADER` when the entry forwards one. Raises `ToolFailure`."""
         server = self.entry.name
         client = self._client
         if client is None:
@@ -206,7 +211,7 @@ class McpConnection:
     # -- calls ---------------------------------------------------------------------------------
 
     async def _call_renewing(
-        self, client: Client, name: str, arguments: dict[str, Any], token: str, read: bool
+        self, client: Client, name: str, arguments: dict[str, Any], token: str | None, read: bool
     ) -> RemoteResult:
         state = _CallState(token if self.entry.forward_member_token and token else None)
         try:
@@ -429,6 +434,8 @@ async def _on_request(request: httpx2.Request) -> None:
     state = _call_state.get()
     if state is not None and state.token:
         request.headers[MEMBER_TOKEN_HEADER] = state.token
+    # Traces (SPEC §22): the server joins the answer's trace under the call's span.
+    inject(request.headers)
 
 
 async def _on_response(response: httpx2.Response) -> None:

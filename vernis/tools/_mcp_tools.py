@@ -5,26 +5,36 @@ arguments             the server's input schema, as it is; checked with jsonsche
 read                  readOnlyHint true (if trust_annotations), or listed in read_only
 write                 anything else, or listed in always_approve: previewed and approved first;
                       the preview is {"action": <title>, "tool": <name>, "arguments": ...}
+member's token        with forward_member_token, one Vernis signs for this server per call
+                      (vernis.identity.signing), never the member's own
 result                {"text", "data" (structured content), "content" (a line per other
                       part), "note"}, at most about 16 KB; an error result is a ToolFailure
+
+A server's tool metadata is untrusted input: the model reads its name, title, description and
+input schema as instructions. A tool whose metadata the injection detector flags (vernis.guards,
+the default policy) is left out, with a warning naming the server and the tool, never the text.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
 from pydantic import BaseModel
 
 from vernis.config import McpServerEntry
+from vernis.guards import Action, Category, GuardPolicy, OrganizationPolicy, scan_text
+from vernis.identity.signing import SigningKeys
 from vernis.tools._mcp_client import McpConnection, RemoteResult, RemoteTool
 from vernis.tools.base import Tool, ToolContext, ToolFailure, json_schema_args
 from vernis.tools.toolkit import ToolkitError
 
-__all__ = ["MAX_RESULT_BYTES", "is_read", "offered_name", "result_data", "to_tools"]
+__all__ = ["MAX_RESULT_BYTES", "is_read", "offered_name", "result_data", "to_tools", "untrusted_metadata"]
 
 logger = logging.getLogger("vernis.tools.mcp")
 
@@ -56,14 +66,43 @@ def is_read(entry: McpServerEntry, tool: RemoteTool) -> bool:
     return entry.trust_annotations and tool.read_only_hint is True
 
 
-def to_tools(entry: McpServerEntry, listed: list[RemoteTool]) -> list[Tool]:
+def untrusted_metadata(tool: RemoteTool) -> bool:
+    """Whether the injection detector flags what the model would read of `tool`: its name, title,
+    description, and every text of its input schema (parameter descriptions, titles, enums...).
+    A scan that fails counts as flagged."""
+    text = "\n\n".join((tool.name, tool.title, tool.description, *_texts(tool.input_schema)))
+    try:
+        result = scan_text(text, _metadata_policy(), None, categories=())
+    except Exception:
+        logger.exception("scanning the metadata of an MCP tool failed; the tool is left out")
+        return True
+    return any(
+        decided.finding.category is Category.INJECTION and decided.action is not Action.ALLOW
+        for decided in result.findings
+    )
+
+
+def to_tools(
+    entry: McpServerEntry, listed: list[RemoteTool], signing: SigningKeys | None = None
+) -> list[Tool]:
     """The server's tools as Vernis offers them (allow / deny applied). A tool whose input schema is
-    not a valid object schema is left out, with a warning. Raises `ToolkitError` when two of its
-    tools come out with the same name."""
+    not a valid object schema, or whose metadata reads as instructions (`untrusted_metadata`), is
+    left out, with a warning. `signing` signs the tokens the server receives; required with
+    `forward_member_token`. Raises `ToolkitError` when two of its tools come out with the same name."""
+    if entry.forward_member_token and signing is None:
+        raise ToolkitError(f"MCP server {entry.name!r}: forward_member_token needs Vernis's signing key")
     tools: list[Tool] = []
     named: dict[str, str] = {}
     for remote in listed:
         if (entry.allow and remote.name not in entry.allow) or remote.name in entry.deny:
+            continue
+        if untrusted_metadata(remote):
+            logger.warning(
+                "MCP server %s: the tool %r is left out: its description, title or schema reads as "
+                "instructions to the assistant",
+                entry.name,
+                remote.name[:MAX_NAME],
+            )
             continue
         name = offered_name(entry.name, remote.name)
         if name in named:
@@ -77,18 +116,48 @@ def to_tools(entry: McpServerEntry, listed: list[RemoteTool]) -> list[Tool]:
         except ValueError as exc:
             logger.warning("MCP server %s: the tool %s is left out: %s", entry.name, remote.name, exc)
             continue
-        tools.append(_tool(entry, remote, name, args))
+        tools.append(_tool(entry, remote, name, args, signing))
     return tools
 
 
-def _tool(entry: McpServerEntry, remote: RemoteTool, name: str, args: type[BaseModel]) -> Tool:
+@functools.cache
+def _metadata_policy() -> OrganizationPolicy:
+    # The built-in defaults: no organization's settings apply to what a server says of its tools.
+    return GuardPolicy().for_organization("")
+
+
+def _texts(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str):
+                yield key
+            yield from _texts(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _texts(item)
+
+
+def _tool(
+    entry: McpServerEntry, remote: RemoteTool, name: str, args: type[BaseModel], signing: SigningKeys | None
+) -> Tool:
     read = is_read(entry, remote)
 
     async def run(ctx: ToolContext[Any], arguments: BaseModel) -> dict[str, Any]:
         connection = _connection(ctx, entry)
-        result = await connection.call(
-            remote.name, arguments.model_dump(mode="json"), token=ctx.token, read=read
-        )
+        token = None
+        if entry.forward_member_token and signing is not None:
+            expires = ctx.claims.get("exp")
+            token = signing.server_token(
+                ctx.member,
+                ctx.permissions,
+                server=entry.name,
+                not_after=expires
+                if isinstance(expires, int | float) and not isinstance(expires, bool)
+                else None,
+            )
+        result = await connection.call(remote.name, arguments.model_dump(mode="json"), token=token, read=read)
         return result_data(result)
 
     async def preview(ctx: ToolContext[Any], arguments: BaseModel) -> dict[str, Any]:

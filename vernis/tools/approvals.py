@@ -25,7 +25,8 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from vernis.db.models import Approval, ApprovalStatus, AuditEntry, Message, table_of, utcnow
+from vernis.store.models import Approval, ApprovalStatus, AuditEntry, Message, table_of, utcnow
+from vernis.webhooks.outbox import Outbox, ids
 
 __all__ = ["ApprovalInfo", "ApprovalService", "arguments_hash"]
 
@@ -53,6 +54,8 @@ class ApprovalInfo:
     status: str
     created_at: datetime
     expires_at: datetime
+    # How it was resolved: "button", "chat", "superseded" (a new message moved on); None while pending.
+    resolved_via: str | None = None
 
 
 def _info(row: Any) -> ApprovalInfo:
@@ -69,13 +72,28 @@ def _info(row: Any) -> ApprovalInfo:
         status=row.status,
         created_at=row.created_at,
         expires_at=row.expires_at,
+        resolved_via=row.resolved_via,
+    )
+
+
+def _event_data(row: Any) -> dict[str, Any]:
+    """What a webhook says of an approval (SPEC §22); its arguments and preview are text."""
+    return ids(
+        approval_id=row.id,
+        conversation_id=row.conversation_id,
+        message_id=row.message_id,
+        call_id=row.call_id,
+        tool_name=row.tool_name,
+        expires_at=row.expires_at,
     )
 
 
 class ApprovalService:
-    def __init__(self, engine: AsyncEngine, ttl: float) -> None:
+    def __init__(self, engine: AsyncEngine, ttl: float, *, outbox: Outbox | None = None) -> None:
         self._engine = engine
         self.ttl = ttl
+        # Webhooks (SPEC §22): approval.requested / approval.resolved, written with the change.
+        self._outbox = outbox
         # SQLite begins a transaction only at the first write, so the read-modify-write of a
         # message's tool calls is serialized here; PostgreSQL also locks the row (FOR UPDATE).
         self._calls_lock = asyncio.Lock()
@@ -108,6 +126,10 @@ class ApprovalService:
         )
         async with self._engine.begin() as connection:
             await connection.execute(sa.insert(_approval).values(row.model_dump()))
+            if self._outbox is not None:
+                text = {"arguments": arguments, "preview": preview}
+                data = _event_data(row)
+                await self._outbox.add(connection, "approval.requested", data, member_id=member_id, text=text)
         return _info(row)
 
     async def get(self, approval_id: UUID, member_id: UUID, organization_id: UUID) -> ApprovalInfo | None:
@@ -173,14 +195,53 @@ class ApprovalService:
         return None
 
     async def _transition(self, which: sa.ColumnElement[bool], status: ApprovalStatus, *, via: str) -> bool:
-        now = utcnow()
-        async with self._engine.begin() as connection:
-            result = await connection.execute(
-                sa.update(_approval)
-                .where(which, _approval.c.status == ApprovalStatus.PENDING, _approval.c.expires_at > now)
-                .values(status=status, resolved_via=via, resolved_at=now)
+        return bool(await self._resolve_pending(which, status, via=via, unexpired=True))
+
+    async def supersede(
+        self, *, member_id: UUID, organization_id: UUID, conversation_id: UUID
+    ) -> list[ApprovalInfo]:
+        """Every pending approval of the member's conversation → expired (`resolved_via`
+        "superseded"): a new message moved on from it (SPEC §24). The ones that ended.
+
+        Called for nearly every message: a read (on the approvals' index) finds whether any is
+        pending first, and only then a write transaction ends them."""
+        theirs = sa.and_(
+            _approval.c.member_id == member_id,
+            _approval.c.organization_id == organization_id,
+            _approval.c.conversation_id == conversation_id,
+        )
+        async with self._engine.connect() as connection:
+            waiting = await connection.scalar(
+                sa.select(_approval.c.id).where(theirs, _approval.c.status == ApprovalStatus.PENDING).limit(1)
             )
-        return result.rowcount == 1
+        if waiting is None:
+            return []
+        rows = await self._resolve_pending(theirs, ApprovalStatus.EXPIRED, via="superseded", unexpired=False)
+        return [_info(row) for row in rows]
+
+    async def _resolve_pending(
+        self, which: sa.ColumnElement[bool], status: ApprovalStatus, *, via: str, unexpired: bool
+    ) -> list[Any]:
+        """The pending approvals `which` selects (only those still in time, if `unexpired`) →
+        `status`, each with its approval.resolved webhook in the same transaction; the rows changed."""
+        now = utcnow()
+        pending = _approval.c.status == ApprovalStatus.PENDING
+        if unexpired:
+            pending = sa.and_(pending, _approval.c.expires_at > now)
+        async with self._engine.begin() as connection:
+            rows = (
+                await connection.execute(
+                    sa.update(_approval)
+                    .where(which, pending)
+                    .values(status=status, resolved_via=via, resolved_at=now)
+                    .returning(*_approval.c)
+                )
+            ).all()
+            if self._outbox is not None:
+                for row in rows:
+                    data = _event_data(row) | {"status": str(status), "via": via}
+                    await self._outbox.add(connection, "approval.resolved", data, member_id=row.member_id)
+        return list(rows)
 
     async def expire(self, approval_id: UUID) -> None:
         async with self._engine.begin() as connection:

@@ -34,8 +34,8 @@ from uuid import UUID, uuid4
 from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic_core import PydanticCustomError
 
-from vernis.db.models import utcnow
 from vernis.identity.members import MemberInfo
+from vernis.store.models import utcnow
 
 __all__ = [
     "CONFIRMED",
@@ -82,6 +82,9 @@ class ToolContext(Generic[R_co]):
     # The assistant message the calls belong to, and when the user sent the message it answers.
     message_id: UUID = field(default_factory=uuid4)
     asked_at: datetime = field(default_factory=utcnow)
+    # The text of that message (as the guards passed it): a write confirmed in the chat runs only
+    # when it approves the change (`vernis.tools.consent`).
+    user_message: str = field(default="", repr=False)
 
     @property
     def organization_id(self) -> UUID:
@@ -127,7 +130,7 @@ class JsonSchemaArgs(BaseModel):
 def json_schema_args(schema: Mapping[str, Any]) -> type[JsonSchemaArgs]:
     """An argument model for `schema` (an object schema). Raises `ValueError` if it is not a valid
     JSON schema."""
-    # Here, not at the top: only tools with a raw schema need it (a tenth of a second to import).
+    # Here, not at the top: only tools with a raw schema need it, and it is slow to import.
     import jsonschema  # type: ignore[import-untyped]
 
     schema = dict(schema)

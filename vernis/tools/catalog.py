@@ -21,7 +21,9 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vernis.identity.members import ASSISTANT_USE, RoleTable
+from vernis.tools.asking import ASK_USER
 from vernis.tools.base import Tool
+from vernis.tools.blocks import BlockRules
 from vernis.tools.runner import ToolRegistry
 from vernis.tools.toolkit import (
     Demo,
@@ -53,8 +55,13 @@ class Catalog:
         quick_actions: Iterable[QuickAction] = (),
         assistant_name: str = "Vernis",
         instructions: str | None = None,
+        reviews: Mapping[str, str] | None = None,
+        ask_user: bool = False,
     ) -> None:
         self.toolkits = list(toolkits)
+        # Tool name -> the permission its reviewer needs (SPEC §23): that write, once its member
+        # approved it, waits for a second member.
+        self.reviews: dict[str, str] = dict(reviews or {})
         self.assistant_name = assistant_name
         self.registry = ToolRegistry()
         self.resolvers: dict[str, tuple[str, EntityResolver]] = {}
@@ -77,6 +84,20 @@ class Catalog:
                         f"{other!r} and {toolkit.name!r}"
                     )
                 self.resolvers[entity_type] = (toolkit.name, resolver)
+        if ask_user:
+            # Questions in a form (SPEC §17), offered to every member.
+            try:
+                self.registry.add_builtin(ASK_USER)
+            except ValueError as exc:
+                raise ToolkitError(str(exc)) from None
+        # The toolkits' own UI block kinds (SPEC §16), their schemas checked now.
+        self.ui_kinds = {
+            kind: schema for toolkit in self.toolkits for kind, schema in toolkit.ui_kinds.items()
+        }
+        try:
+            BlockRules(self.ui_kinds)
+        except ValueError as exc:
+            raise ToolkitError(str(exc)) from None
         self.roles = RoleTable((toolkit.role_grants for toolkit in self.toolkits), roles)
         # The configuration's pages first: a host's own route wins over a toolkit's.
         self.pages = [*pages, *(page for toolkit in self.toolkits for page in toolkit.pages)]
@@ -98,6 +119,10 @@ class Catalog:
     @property
     def demos(self) -> list[tuple[str, Demo]]:
         return [(toolkit.name, toolkit.demo) for toolkit in self.toolkits if toolkit.demo is not None]
+
+    def reviewer_permissions(self, permissions: frozenset[str]) -> frozenset[str]:
+        """The reviewer permissions among `permissions`: which reviews a member holding them sees."""
+        return frozenset(self.reviews.values()) & permissions
 
     def entity_types(self) -> set[str]:
         return set(self.resolvers)

@@ -3,9 +3,11 @@
 Each `[[mcp_servers]]` entry of the configuration becomes an `McpToolkit` named after the server.
 At start it connects over streamable HTTP (all servers at once, each within `connect_timeout`),
 lists the server's tools and offers them as `<server>__<tool>`, with the server's input schema as
-the arguments. A tool annotated `readOnlyHint: true` is a read (unless `trust_annotations = false`;
-the `read_only` / `always_approve` lists decide tool by tool); every other tool is a write, which
-Vernis previews and runs only after the member approved it, once.
+the arguments. A tool annotated `readOnlyHint: true` is a read (unless `trust_annotations = false`,
+the default for a server marked `external = true`; the `read_only` / `always_approve` lists decide
+tool by tool); every other tool is a write, which Vernis previews and runs only after the member
+approved it, once. A tool whose name, title, description or schema the injection detector flags is
+not offered at all.
 
 Every tool of a server needs one permission, `permission` or `mcp:<name>`, which no role holds by
 default: the host grants it in `[roles.<role>]` or in a token's `permissions` claim.
@@ -14,8 +16,10 @@ A server out of reach, at start or later, only leaves its tools out (a warning; 
 backoff); when it answers again its tools come back, and a `tools/list_changed` notification makes
 Vernis read its list again. Sockets that connect afterwards see the new list. A call that fails or
 passes `timeout` is a tool error the model reads, and the answer goes on; a stop cancels a call in
-flight. With `forward_member_token = true`, each call carries the member's own token in the header
-`X-Vernis-Member-Token`, so the server acts as that user.
+flight. With `forward_member_token = true`, each call carries a token Vernis signs for this server
+in the header `X-Vernis-Member-Token` (`vernis.identity.signing`: the member's `sub`, `org` and
+permissions, audience `vernis-mcp:<name>`, five minutes at most), so the server acts as that user;
+the member's own token, which would open a Vernis socket, never leaves Vernis.
 
 A page's entity can be named by one of these tools (`[[pages]]` with `resolve = {tool, arg,
 name_field}`): `page_resolver` calls the read tool as the member, with `{arg: entity id}`.
@@ -32,6 +36,7 @@ import orjson
 from pydantic import ValidationError
 
 from vernis.config import McpServerEntry, PageResolve
+from vernis.identity.signing import SigningKeys
 from vernis.tools._mcp_client import (
     MEMBER_TOKEN_HEADER,
     McpConnection,
@@ -40,9 +45,16 @@ from vernis.tools._mcp_client import (
     safe_url,
     stop_if_cancelled,
 )
-from vernis.tools._mcp_tools import MAX_RESULT_BYTES, is_read, offered_name, result_data, to_tools
+from vernis.tools._mcp_tools import (
+    MAX_RESULT_BYTES,
+    is_read,
+    offered_name,
+    result_data,
+    to_tools,
+    untrusted_metadata,
+)
 from vernis.tools.base import ToolContext, ToolFailure
-from vernis.tools.toolkit import Entity, EntityResolver, Toolkit, ToolkitEnv
+from vernis.tools.toolkit import Entity, EntityResolver, Toolkit, ToolkitEnv, ToolkitError
 
 __all__ = [
     "MAX_RESULT_BYTES",
@@ -54,6 +66,7 @@ __all__ = [
     "page_resolver",
     "result_data",
     "to_tools",
+    "untrusted_metadata",
 ]
 
 logger = logging.getLogger("vernis.tools.mcp")
@@ -63,9 +76,12 @@ _MAX_SUMMARY = 300
 
 
 class McpToolkit(Toolkit[McpConnection]):
-    """A configured MCP server as a toolkit. Its tools are those the server lists while connected."""
+    """A configured MCP server as a toolkit. Its tools are those the server lists while connected.
+    `signing` signs the tokens the server receives: required with `forward_member_token`."""
 
-    def __init__(self, entry: McpServerEntry) -> None:
+    def __init__(self, entry: McpServerEntry, signing: SigningKeys | None = None) -> None:
+        if entry.forward_member_token and signing is None:
+            raise ToolkitError(f"MCP server {entry.name!r}: forward_member_token needs Vernis's signing key")
         super().__init__(
             entry.name,
             description=f"The tools of the MCP server at {safe_url(entry.url)}",
@@ -75,6 +91,7 @@ class McpToolkit(Toolkit[McpConnection]):
             shutdown=self._shutdown,
         )
         self.entry = entry
+        self.signing = signing
 
     async def probe(self, wait: float = 5.0) -> str | None:
         """Connect once (within `wait` seconds) and take the server's tools (`vernis check-config`):
@@ -100,7 +117,7 @@ class McpToolkit(Toolkit[McpConnection]):
         self.set_tools([])
 
     def _listed(self, listed: list[RemoteTool] | None) -> None:
-        self.set_tools(to_tools(self.entry, listed) if listed is not None else [])
+        self.set_tools(to_tools(self.entry, listed, self.signing) if listed is not None else [])
 
 
 def page_resolver(toolkit: McpToolkit, resolve: PageResolve) -> EntityResolver:

@@ -142,6 +142,9 @@ class Demo:
     scenarios: Callable[[], Sequence[Any]] = lambda: ()
     # Where the demo's host app starts ("/" when it mounts nothing of its own).
     home: str = "/"
+    # Writes that wait for a reviewer in demo mode (SPEC §23): tool name -> the reviewer's
+    # permission; a `[[reviews]]` entry of the configuration naming the tool wins.
+    reviews: Mapping[str, str] = field(default_factory=dict)
 
 
 class Toolkit(Generic[R]):
@@ -162,6 +165,7 @@ class Toolkit(Generic[R]):
         ready: Callable[[R], Awaitable[None]] | None = None,
         shutdown: Callable[[R], Awaitable[None]] | None = None,
         demo: Demo | None = None,
+        ui_kinds: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         if not re.fullmatch(r"[a-z][a-z0-9_]{0,31}", name):
             raise ToolkitError(f"toolkit name {name!r}: lowercase letters, digits and _, at most 32")
@@ -178,6 +182,11 @@ class Toolkit(Generic[R]):
         self.ready = ready
         self.shutdown = shutdown
         self.demo = demo
+        # UI block kinds of its own (SPEC §16): `name.kind` -> the JSON schema of the block's data.
+        self.ui_kinds: dict[str, Mapping[str, Any]] = dict(ui_kinds or {})
+        for kind in self.ui_kinds:
+            if not kind.startswith(f"{name}."):
+                raise ToolkitError(f"toolkit {name}: UI block kind {kind!r} must be named {name}.<kind>")
         self._tools: dict[str, Tool] = {}
         self._watchers: list[weakref.WeakMethod[Callable[[Toolkit[R], list[Tool]], None]]] = []
         for declared in tools:

@@ -2,8 +2,9 @@
 
 The Content-Security-Policy allows only the server's own scripts, styles, images and connections,
 so that even markup that slipped past the client's sanitizer (model output is untrusted) can run no
-script, load no foreign image and send nothing anywhere. `nosniff` makes browsers trust the declared
-content types (a text file can never run as a script).
+script, load no foreign image and send nothing anywhere (images also come from the origins the
+configuration lists in `[embed] image_origins`, those the panel shows too). `nosniff` makes
+browsers trust the declared content types (a text file can never run as a script).
 
 The policy governs the documents Vernis serves (the demo's pages), never a host's page that embeds
 the assistant: a browser applies the CSP of the document, and the host's page is the host's. The
@@ -17,34 +18,51 @@ so `*` gives nothing away; `Cross-Origin-Resource-Policy` lets in hosts that req
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["CONTENT_SECURITY_POLICY", "PUBLIC_ASSET_HEADERS", "SECURITY_HEADERS", "SecurityHeaders"]
+__all__ = [
+    "CONTENT_SECURITY_POLICY",
+    "PUBLIC_ASSET_HEADERS",
+    "SECURITY_HEADERS",
+    "SecurityHeaders",
+    "content_security_policy",
+    "security_headers",
+]
 
-CONTENT_SECURITY_POLICY = "; ".join(
-    (
-        "default-src 'self'",
-        "script-src 'self'",
-        "style-src 'self'",
-        "img-src 'self' data:",
-        "connect-src 'self'",
-        "font-src 'self'",
-        "form-action 'self'",
-        "frame-ancestors 'none'",
-        "base-uri 'none'",
-        "object-src 'none'",
+
+def content_security_policy(image_origins: Sequence[str] = ()) -> str:
+    """The policy of the documents Vernis serves; `image_origins` (the configuration's `[embed]
+    image_origins`, checked origins) may serve images besides Vernis itself."""
+    return "; ".join(
+        (
+            "default-src 'self'",
+            "script-src 'self'",
+            "style-src 'self'",
+            " ".join(("img-src 'self' data:", *image_origins)),
+            "connect-src 'self'",
+            "font-src 'self'",
+            "form-action 'self'",
+            "frame-ancestors 'none'",
+            "base-uri 'none'",
+            "object-src 'none'",
+        )
     )
-)
 
-SECURITY_HEADERS = {
-    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-    "X-Frame-Options": "DENY",
-}
+
+def security_headers(image_origins: Sequence[str] = ()) -> dict[str, str]:
+    return {
+        "Content-Security-Policy": content_security_policy(image_origins),
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "same-origin",
+        "X-Frame-Options": "DENY",
+    }
+
+
+CONTENT_SECURITY_POLICY = content_security_policy()
+SECURITY_HEADERS = security_headers()
 
 PUBLIC_ASSET_HEADERS = {
     "Access-Control-Allow-Origin": "*",

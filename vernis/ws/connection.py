@@ -1,4 +1,4 @@
-"""One accepted socket: I/O glue around the conversation session of `vernis.services.session`.
+"""One accepted socket: I/O glue around the conversation session of `vernis.session.state`.
 
 A `Connection` reads frames, turns each into a command (`protocol.parse_command`) and calls the
 session's use-case for it; the session answers with internal events, which this module encodes
@@ -26,14 +26,20 @@ from typing import assert_never
 from sqlalchemy import exc as sa_exc
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from vernis.context.page import PageRequest
+from vernis.conversation import events
 from vernis.exceptions import AuthError, ClientError, QuotaExceeded, Unavailable
 from vernis.identity.members import Identity
-from vernis.services import events
-from vernis.services.limits import SlidingWindow
-from vernis.services.runtime import Services
-from vernis.services.session import Session
-from vernis.services.versions import edit_message, regenerate
+from vernis.limits.rate import SlidingWindow
+from vernis.pages import PageRequest
+from vernis.runtime import Services
+from vernis.session import conversations, reviews
+from vernis.session.client_tools import client_tool_result, declare_client_tools
+from vernis.session.confirm import confirm_tool
+from vernis.session.questions import answer_question
+from vernis.session.send import send_user_message
+from vernis.session.state import Session
+from vernis.session.versions import edit_message, regenerate
+from vernis.tools.client import ClientToolSpec
 from vernis.ws import protocol
 from vernis.ws.closecodes import CloseCode
 from vernis.ws.encoder import encode
@@ -81,10 +87,10 @@ class Connection:
         self.socket_id = ""
         self.settings = services.settings
         self.state = ConnectionState.OPEN
-        # The frames waiting to be sent (a deque: an asyncio.Queue costs 3 KB a socket and more per
-        # frame), and the writer sending them, while there are any (an idle task is another 1.2 KB
-        # a socket). The deque is made when a frame first has to wait: an empty one is 0.6 KB, and
-        # most sockets never fall behind.
+        # The frames waiting to be sent (a deque: an asyncio.Queue weighs more per socket and per
+        # frame), and the writer sending them, while there are any (an idle task would hold memory
+        # for every socket). The deque is made when a frame first has to wait (an empty deque is
+        # not free), and most sockets never fall behind.
         self._frames: deque[str | CloseCode] | None = None
         self._writer: asyncio.Task[None] | None = None
         self._flood = SlidingWindow(self.settings.flood_limit)
@@ -109,7 +115,7 @@ class Connection:
         metrics = self.services.metrics
         metrics.sockets_open.inc()
         try:
-            await self.session.open(conversation_id, after_seq)
+            await conversations.open_session(self.session, conversation_id, after_seq)
             await self._read_loop()
         finally:
             closing = self.state is ConnectionState.CLOSING
@@ -251,7 +257,15 @@ class Connection:
                 quota = events.QuotaDetail(exc.scope, exc.limit, exc.used, exc.reset_at)
                 self.send(events.ErrorOccurred(exc.code, exc.public_message, exc.retry_after_ms, quota))
             except ClientError as exc:
-                self.send_error(exc.code, exc.public_message, getattr(exc, "retry_after_ms", None))
+                self.send(
+                    events.ErrorOccurred(
+                        exc.code,
+                        exc.public_message,
+                        getattr(exc, "retry_after_ms", None),
+                        # An answer that does not fit its question names it (SPEC §17).
+                        question_id=getattr(exc, "question_id", None),
+                    )
+                )
             except AuthError as exc:
                 logger.info("token refresh refused: %s", exc.public_message)
                 self.close(CloseCode.AUTH_EXPIRED)
@@ -291,27 +305,31 @@ class Connection:
         match command:
             case protocol.UserMessage():
                 page = command.page_context
-                await session.send_message(
+                await send_user_message(
+                    session,
                     command.content,
                     PageRequest(page.route, page.entity_type, page.entity_id) if page is not None else None,
                     command.client_message_id,
+                    command.attachments or (),
                 )
             case protocol.NewConversation():
                 session.show_pending()
             case protocol.ListConversations():
-                await session.list(command.before)
+                await conversations.list_conversations(session, command.before)
             case protocol.LoadConversation():
-                await session.load(command.conversation_id, command.after_seq)
+                await conversations.load(session, command.conversation_id, command.after_seq)
             case protocol.Stop():
-                await session.stop()
+                await conversations.stop_answer(session)
             case protocol.ConfirmTool():
-                await session.confirm(command.confirmation_id, command.approved)
+                await confirm_tool(session, command.confirmation_id, command.approved)
             case protocol.RenameConversation():
-                await session.rename(command.conversation_id, command.title)
+                await conversations.rename_conversation(session, command.conversation_id, command.title)
             case protocol.DeleteConversation():
-                await session.delete(command.conversation_id)
+                await conversations.delete_conversation(session, command.conversation_id)
             case protocol.Feedback():
-                await session.feedback(command.message_id, command.rating, command.comment)
+                await conversations.give_feedback(
+                    session, command.message_id, command.rating, command.comment
+                )
             case protocol.Regenerate():
                 await regenerate(session, command.client_message_id)
             case protocol.EditMessage():
@@ -319,6 +337,22 @@ class Connection:
             case protocol.Authenticate():
                 await session.reauthenticate(command.token)
                 self._arm_expiry()
+            case protocol.ListReviews():
+                await reviews.list_reviews(session)
+            case protocol.ReviewTool():
+                await reviews.review_tool(session, command.review_id, command.approved, command.note)
+            case protocol.AnswerQuestion():
+                await answer_question(session, command.question_id, command.answers, command.cancelled)
+            case protocol.ClientTools():
+                declare_client_tools(
+                    session,
+                    [
+                        ClientToolSpec(tool.name, tool.description, tool.parameters, tool.write)
+                        for tool in command.tools
+                    ],
+                )
+            case protocol.ClientToolResult():
+                client_tool_result(session, command.call_id, command.ok, command.data, command.error)
             case protocol.Ping():
                 self.send(events.Pong())
             case _:

@@ -1,4 +1,4 @@
-"""The one encoder: the services' internal events (`vernis.services.events`) as protocol v1 frames.
+"""The one encoder: the services' internal events (`vernis.conversation.events`) as protocol v1 frames.
 
 Every event becomes its wire model (`vernis.ws.protocol`), so the wire shape is written down once;
 a `text_delta`, the one event made per streamed token, skips the model and is encoded directly, and
@@ -7,11 +7,14 @@ so do an answer's start and end.
 
 from __future__ import annotations
 
-from typing import assert_never
+from typing import Any, assert_never
 
 import orjson
 
-from vernis.services import events
+from vernis.conversation import events
+from vernis.conversation.records import continues
+from vernis.conversation.window import for_model
+from vernis.tools.reviews import ReviewInfo
 from vernis.ws import protocol
 
 __all__ = ["encode", "to_wire"]
@@ -23,6 +26,12 @@ def encode(event: events.Event, seq: int | None = None) -> str:
         if seq is None:
             return orjson.dumps({"type": "text_delta", "content": event.content}).decode()
         return protocol.encode_text_delta(event.content, seq)
+    if type(event) is events.ReasoningDelta:
+        # Per delta too: built without a model round trip, like text_delta.
+        frame: dict[str, object] = {"type": "reasoning_delta", "content": event.content}
+        if seq is not None:
+            frame["seq"] = seq
+        return orjson.dumps(frame).decode()
     # An answer's start and end, in every answer: built directly too, the same bytes as their models'
     # (tests/ws/test_encoder.py compares them).
     if type(event) is events.AnswerEnded:
@@ -32,6 +41,8 @@ def encode(event: events.Event, seq: int | None = None) -> str:
             "message_id": str(event.message_id),
             "stopped": event.stopped,
         }
+        if event.model is not None:
+            data["model"] = event.model
         if seq is not None:
             data["seq"] = seq
         return orjson.dumps(data).decode()
@@ -43,6 +54,8 @@ def encode(event: events.Event, seq: int | None = None) -> str:
         }
         if event.resumed is not None:
             data["resumed"] = event.resumed
+        if event.continues is not None:
+            data["continues"] = event.continues
         if seq is not None:
             data["seq"] = seq
         return orjson.dumps(data).decode()
@@ -58,6 +71,8 @@ def to_wire(event: events.Event) -> protocol.Event:
     match event:
         case events.TextDelta():
             return protocol.TextDelta(content=event.content)
+        case events.ReasoningDelta():
+            return protocol.ReasoningDelta(content=event.content)
         case events.ConversationLoaded():
             return protocol.ConversationLoaded(
                 conversation_id=event.conversation_id,
@@ -71,8 +86,15 @@ def to_wire(event: events.Event) -> protocol.Event:
                 message_id=message.id,
                 role=message.role,
                 content=message.content,
-                tool_calls=message.tool_calls,
+                attachments=[
+                    protocol.AttachmentRef.model_validate(attachment.wire())
+                    for attachment in event.attachments
+                ]
+                or None,
+                tool_calls=_calls_with_blocks(message.tool_calls),
                 status=message.status,
+                reasoning=message.reasoning or None,
+                continues=True if continues(message) else None,
                 created_at=message.created_at,
             )
         case events.HistoryEnd():
@@ -94,15 +116,19 @@ def to_wire(event: events.Event) -> protocol.Event:
             )
         case events.AnswerStarted():
             return protocol.AssistantStart(
-                conversation_id=event.conversation_id, message_id=event.message_id, resumed=event.resumed
+                conversation_id=event.conversation_id,
+                message_id=event.message_id,
+                resumed=event.resumed,
+                continues=event.continues,
             )
         case events.ToolCallStarted():
             return protocol.ToolCallStarted(
                 call_id=event.call_id, tool_name=event.tool_name, arguments=event.arguments
             )
         case events.ToolCallCompleted():
+            result, ui = _split_blocks(event.result)
             return protocol.ToolCallCompleted(
-                call_id=event.call_id, tool_name=event.tool_name, status=event.status, result=event.result
+                call_id=event.call_id, tool_name=event.tool_name, status=event.status, result=result, ui=ui
             )
         case events.ConfirmationRequired():
             return protocol.ConfirmationRequired(
@@ -111,9 +137,16 @@ def to_wire(event: events.Event) -> protocol.Event:
                 tool_name=event.tool_name,
                 preview=event.preview,
             )
+        case events.ClientToolCall():
+            return protocol.ClientToolCall(
+                call_id=event.call_id, tool_name=event.tool_name, arguments=event.arguments
+            )
         case events.AnswerEnded():
             return protocol.AssistantEnd(
-                conversation_id=event.conversation_id, message_id=event.message_id, stopped=event.stopped
+                conversation_id=event.conversation_id,
+                message_id=event.message_id,
+                stopped=event.stopped,
+                model=event.model,
             )
         case events.TitleUpdated():
             return protocol.TitleUpdated(conversation_id=event.conversation_id, title=event.title)
@@ -127,8 +160,59 @@ def to_wire(event: events.Event) -> protocol.Event:
                 limit=None if quota is None else quota.limit,
                 used=None if quota is None else quota.used,
                 reset_at=None if quota is None else quota.reset_at,
+                question_id=event.question_id,
             )
         case events.Pong():
             return protocol.Pong()
+        case events.ReviewRequested():
+            return protocol.ReviewRequested(
+                review_id=event.review_id,
+                call_id=event.call_id,
+                tool_name=event.tool_name,
+                expires_at=event.expires_at,
+            )
+        case events.ReviewRequired():
+            return protocol.ReviewRequired(review=_review_item(event.review))
+        case events.ReviewResolved():
+            return protocol.ReviewResolved(review_id=event.review_id, status=event.status)
+        case events.ReviewList():
+            return protocol.ReviewList(reviews=[_review_item(review) for review in event.reviews])
+        case events.QuestionRequired():
+            return protocol.QuestionRequired(
+                question_id=event.question_id,
+                call_id=event.call_id,
+                title=event.title,
+                questions=event.questions,
+                expires_at=event.expires_at,
+            )
         case _:
             assert_never(event)
+
+
+def _review_item(review: ReviewInfo) -> protocol.ReviewItem:
+    return protocol.ReviewItem(
+        review_id=review.id,
+        tool_name=review.tool_name,
+        arguments=review.arguments,
+        preview=review.preview,
+        requester_name=review.requester_name,
+        created_at=review.created_at,
+        expires_at=review.expires_at,
+    )
+
+
+def _split_blocks(result: Any) -> tuple[Any, list[dict[str, Any]] | None]:
+    """A stored result envelope as the browser gets it: the envelope as the model reads it, and its
+    UI blocks beside it (SPEC §16: `tool_call_completed.ui`, and the same in `history_message`)."""
+    ui = result.get("ui") if isinstance(result, dict) else None
+    return for_model(result), ui
+
+
+def _calls_with_blocks(calls: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    if not calls:
+        return calls
+    shown = []
+    for call in calls:
+        result, ui = _split_blocks(call.get("result"))
+        shown.append(call if ui is None else {**call, "result": result, "ui": ui})
+    return shown

@@ -16,10 +16,10 @@ from starlette.websockets import WebSocket
 from vernis.exceptions import AuthError, Unavailable
 from vernis.identity.members import Identity
 from vernis.identity.service import IdentityService
-from vernis.identity.transport import PROTOCOL, TOKEN_PROTOCOL_PREFIX, extract_token, origin_allowed
+from vernis.identity.transport import PROTOCOL, extract_token, origin_allowed
+from vernis.limits.rate import SocketCap
 from vernis.logs import member_context
-from vernis.services.limits import SocketCap
-from vernis.services.runtime import Services
+from vernis.runtime import Services
 from vernis.ws.connection import Connection
 
 __all__ = ["Sockets", "assistant_socket"]
@@ -105,7 +105,7 @@ async def assistant_socket(websocket: WebSocket) -> None:
             await websocket.accept(subprotocol)
             query = websocket.query_params
             # The handshake's headers were read by `_admit` and are not read again; the scope would
-            # keep them (1.5 KB a socket) as long as the socket is open.
+            # keep them as long as the socket is open.
             websocket.scope["headers"] = []
             await connection.serve(query.get("conversation_id"), query.get("after_seq"))
     finally:
@@ -153,7 +153,7 @@ async def _admit(
     if not admitted:
         await _refuse(websocket, f"member {member.id} has {settings.max_sockets_per_member} sockets open")
         return None
-    # A browser that offered subprotocols fails the handshake unless one is selected.
-    if PROTOCOL in subprotocols:
-        return identity, PROTOCOL, socket_id
-    return identity, next((p for p in subprotocols if p.startswith(TOKEN_PROTOCOL_PREFIX)), None), socket_id
+    # Never the `vernis.token.<jwt>` one: the selected subprotocol goes back in a response header,
+    # which proxies and access logs keep. A browser that offered subprotocols fails the handshake
+    # unless one is selected: the panel offers `vernis.v1` beside its token.
+    return identity, PROTOCOL if PROTOCOL in subprotocols else None, socket_id

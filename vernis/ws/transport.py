@@ -3,14 +3,13 @@ text frame written at once, without the ASGI send's coroutine, for the frames of
 
 A streamed delta is the one frame Vernis sends thousands of times a second. Through ASGI it costs a
 coroutine of starlette's `WebSocket.send`, one of uvicorn's `send`, and the websockets library's frame
-object and serializer: 14 % of a py-spy profile of the server under 200 paced streams. A
-server-to-client text frame without extensions (Vernis turns per-message deflate off) is two to ten
-bytes of header and the UTF-8 text (RFC 6455 §5.2: unmasked from a server), so the protocol offers
-the app a plain function that writes one, as an ASGI extension in the socket's scope (`SEND_TEXT`):
-the socket layer calls it when it is there and falls back to the ASGI send when it is not (another
-server), or when it returns False: the handshake is not done, a close was sent or received, or the
-peer reads slower than we write (the transport asked us to pause), where the ASGI send waits as it
-should.
+object and serializer, a large share of the server's CPU under many streams. A server-to-client text
+frame without extensions (Vernis turns per-message deflate off) is two to ten bytes of header and the
+UTF-8 text (RFC 6455 §5.2: unmasked from a server), so the protocol offers the app a plain function
+that writes one, as an ASGI extension in the socket's scope (`SEND_TEXT`): the socket layer calls it
+when it is there and falls back to the ASGI send when it is not (another server), or when it returns
+False: the handshake is not done, a close was sent or received, or the peer reads slower than we
+write (the transport asked us to pause), where the ASGI send waits as it should.
 
 It also keeps an open socket small, since thousands of them sit idle: a lighter receive queue and
 writability flag than uvicorn's asyncio ones (`Inbox`, `Flag`), and none of the handshake's headers
@@ -51,8 +50,8 @@ def text_frame(text: str) -> bytes:
 
 class Inbox(Generic[T]):
     """What uvicorn's protocol needs of the queue of received messages (`put_nowait`, `get`,
-    `empty`), at a tenth of an `asyncio.Queue`'s memory: a queue keeps three deques and an event,
-    3 KB for every open socket, and this one holds at most a message or two (uvicorn stops reading
+    `empty`), in a small part of an `asyncio.Queue`'s memory: a queue keeps three deques and an
+    event for every open socket, and this one holds at most a message or two (uvicorn stops reading
     the socket until the app has taken the last one). One reader: the app's `receive`."""
 
     __slots__ = ("_items", "_waiter")
@@ -84,7 +83,7 @@ class Inbox(Generic[T]):
 
 class Flag:
     """`asyncio.Event`'s `set`, `clear`, `is_set` and `wait`, without the deque every event keeps
-    (0.7 KB a socket): waiters are few (the peer fell behind) and their list is made then."""
+    for its whole life: waiters are few (the peer fell behind) and their list is made then."""
 
     __slots__ = ("_set", "_waiters")
 
@@ -123,16 +122,15 @@ class VernisProtocol(KeepaliveProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # Thousands of sockets stay open and idle: lighter equivalents of uvicorn's receive queue and
-        # writability event. With them, the headers dropped below and in the app, an idle socket's
-        # share of the server's memory went from 31.8 to 22.9 KiB (5,000 sockets, bench_server.py).
+        # writability event, which with the headers dropped below and in the app keep an idle
+        # socket's share of the server's memory down.
         self.queue = Inbox()  # type: ignore[assignment]
         self.writable = Flag()  # type: ignore[assignment]
 
     def start_keepalive(self) -> None:
         # Called once the handshake's response is written. uvicorn keeps the request and the response
         # for the socket's life and never reads them again, and the websockets parser's generator
-        # keeps the request as a local: their headers (the app's copy is in the scope) are dropped,
-        # 3.5 KB a socket.
+        # keeps the request as a local: their headers (the app's copy is in the scope) are dropped.
         super().start_keepalive()
         request, self.request, self.response = self.request, None, None  # type: ignore[assignment]
         request.headers.clear()

@@ -8,6 +8,13 @@ tool category working, without one.
   preview, the change and the question whether to go ahead.
 - "Yes" after a preview: the identical call again with `confirmed: true` (the server checks that the
   user really answered after the preview; the model cannot skip it).
+- "Text this contact: <message>" on a contact's page: `send_sms` to that contact, previewed (in demo
+  mode a member's SMS then waits for an admin's review, SPEC §23); once a reviewer decided, the
+  answer that follows says how it went (`review_outcome`).
+- "Ask me (a few) questions ...": a form of questions (`ask_user`, SPEC §17); the answer after
+  the user's form says what they answered.
+- On a host page with its own tools (the embed demo): "Open Jane Cooper's page" and "New contact
+  form for Ada Lovelace" (`vernis_crm.demo.page_tools`).
 - Anything else: the catch-all scripted answer.
 
 Every answer says it is scripted. The tests' scripted model does not use these (their answers are
@@ -25,15 +32,18 @@ from typing import Any
 
 import orjson
 
-from vernis.scripted.scenarios import (
+from vernis.model.scripted.scenarios import (
     SCRIPTED_TITLE_MODEL,
     Scenario,
     TitleScenario,
+    ask_user_scenario,
     echo_reply,
     last_user_text,
-    system_text,
+    prompt_text,
+    reasoning_scenario,
 )
-from vernis.scripted.script import Reply, ScriptedToolCall
+from vernis.model.scripted.script import Reply, ScriptedToolCall
+from vernis_crm.demo.page_tools import fill_contact_form, open_contact_page
 
 __all__ = ["QUICK_ACTIONS", "QuickAction", "demo_scenarios"]
 
@@ -73,8 +83,8 @@ TODAY = re.compile(r"^- Today: \w+, (\w+ \d{1,2}, \d{4})", re.M)
 
 
 def organization_today(body: Mapping[str, Any]) -> date | None:
-    """The organization's today, as the system prompt says it ("- Today: Tuesday, November 24, 2026")."""
-    match = TODAY.search(system_text(body))
+    """The organization's today, as the turn's context says it ("- Today: Tuesday, November 24, 2026")."""
+    match = TODAY.search(prompt_text(body))
     if match is None:
         return None
     try:
@@ -196,7 +206,7 @@ def quick_action(body: Mapping[str, Any], /) -> Reply | None:
     return None
 
 
-# The page the user is on, as the system prompt names it (vernis.services.prompt).
+# The page the user is on, as the system prompt names it (vernis.model.prompt).
 CURRENT_PAGE = re.compile(r'The user is looking at the ([a-z][a-z ]*) "[^"\n]*" \(id ([^)\s]+)\)')
 SUMMARIZE = re.compile(r"\bsummari[sz]e this ([a-z ]+?)\b(?: for me)?[.!?]?$", re.I)
 # How the demo reads the entity a page shows: the tool and its id argument.
@@ -209,7 +219,7 @@ def summarize_page(body: Mapping[str, Any], /) -> Reply | None:
     if not messages or messages[-1].get("role") != "user":
         return None
     match = SUMMARIZE.search(last_user_text(body).strip())
-    page = CURRENT_PAGE.search(system_text(body))
+    page = CURRENT_PAGE.search(prompt_text(body))
     if match is None:
         return None
     if page is None:
@@ -222,6 +232,58 @@ def summarize_page(body: Mapping[str, Any], /) -> Reply | None:
     name, argument = tool
     call = ScriptedToolCall(name, {argument: page.group(2)})
     return Reply(f"Reading this {page.group(1)}.", tool_calls=[call])
+
+
+TEXT_THIS = re.compile(r"^\s*(?:text|send an? sms to) this contact\s*:\s*(\S.*)$", re.I | re.S)
+
+
+def text_this_contact(body: Mapping[str, Any], /) -> Reply | None:
+    """ "Text this contact: <message>" on a contact's page: send_sms to it (previewed first)."""
+    messages = body.get("messages") or []
+    if not messages or messages[-1].get("role") != "user":
+        return None
+    match = TEXT_THIS.match(last_user_text(body))
+    if match is None:
+        return None
+    page = CURRENT_PAGE.search(prompt_text(body))
+    if page is None or page.group(1) != "contact":
+        return Reply("Open a contact's page first, then ask me to text this contact." + NOTE)
+    if "send_sms" not in _offered(body):
+        return Reply("You are not allowed to send SMS." + NOTE)
+    call = ScriptedToolCall("send_sms", {"contact_id": page.group(2), "body": match.group(1).strip()})
+    return Reply("Preparing the SMS.", tool_calls=[call])
+
+
+def review_outcome(body: Mapping[str, Any], /) -> Reply | None:
+    """The answer after a reviewer decided (SPEC §23): nobody wrote since the last answer (the
+    request ends with it), and the reviewed call's result says what the reviewer did."""
+    messages = list(body.get("messages") or [])
+    if not messages or messages[-1].get("role") != "assistant":
+        return None
+    for message in reversed(messages):
+        if message.get("role") != "tool":
+            continue
+        try:
+            envelope = orjson.loads(message.get("content") or "null")
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(envelope, Mapping) or not isinstance(envelope.get("review"), Mapping):
+            continue
+        review = envelope["review"]
+        who = review.get("reviewer") or "A reviewer"
+        note = f" Their note: “{review['note']}”" if review.get("note") else ""
+        if envelope.get("ok"):
+            return Reply(
+                f"{who} approved the change, and it was made.{note}\n\n{_markdown(envelope.get('data'))}"
+                + NOTE
+            )
+        error = envelope.get("error") or {}
+        if error.get("code") == "rejected":
+            return Reply(f"{who} rejected the change; nothing was changed.{note}" + NOTE)
+        return Reply(
+            f"{who} approved the change, but it did not work: {error.get('message', 'unknown error')}" + NOTE
+        )
+    return None
 
 
 def _trailing_tool_results(messages: list[Mapping[str, Any]]) -> list[tuple[str, Any]]:
@@ -394,9 +456,16 @@ def confirm_previewed_write(body: Mapping[str, Any], /) -> Reply | None:
 def demo_scenarios(title_model: str = SCRIPTED_TITLE_MODEL) -> list[Scenario]:
     return [
         TitleScenario(title_model),
+        ask_user_scenario,
+        review_outcome,
         confirm_previewed_write,
+        # The embed demo's own page tools (SPEC §18): before the summary of a search's results.
+        open_contact_page,
+        fill_contact_form,
         summarize_tool_results,
+        text_this_contact,
         summarize_page,
         quick_action,
+        reasoning_scenario,
         echo_reply,
     ]

@@ -31,8 +31,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from vernis.db.engine import dialect_insert
-from vernis.db.models import Member, OrgAIRules, Organization, table_of, utcnow
+from vernis.store.engine import dialect_insert
+from vernis.store.models import Member, OrgAIRules, Organization, table_of, utcnow
 from vernis_crm.demo import _crm as _demo_crm
 from vernis_crm.demo._content import PROFILES
 from vernis_crm.models import Contact

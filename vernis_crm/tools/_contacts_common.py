@@ -19,8 +19,8 @@ import sqlalchemy as sa
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from vernis.db.engine import dialect_insert
-from vernis.db.models import Member, table_of, utcnow
+from vernis.store.engine import dialect_insert
+from vernis.store.models import Member, table_of, utcnow
 from vernis.tools import ToolFailure
 from vernis_crm.models import (
     Call,

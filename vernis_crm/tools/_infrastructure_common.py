@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from vernis.db.models import table_of
+from vernis.store.models import table_of
 from vernis.tools import ToolFailure
 from vernis_crm.models import Analyzer, PhoneNumber, PhoneNumberAnalyzer, TextAgent, VoiceAgent
 from vernis_crm.resources import CrmContext

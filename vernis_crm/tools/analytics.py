@@ -25,8 +25,8 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
-from vernis.db.models import table_of
-from vernis.tools import Tool, ToolFailure
+from vernis.store.models import table_of
+from vernis.tools import Shown, Tool, ToolFailure, links, metrics
 from vernis_crm.models import (
     Call,
     CallStatus,
@@ -208,7 +208,7 @@ def _is(column: sa.ColumnElement[str], value: enum.StrEnum) -> sa.ColumnElement[
 # -- tools --------------------------------------------------------------------------------------
 
 
-async def get_dashboard_stats(ctx: CrmContext, args: DateRangeArgs) -> dict[str, Any]:
+async def get_dashboard_stats(ctx: CrmContext, args: DateRangeArgs) -> Shown:
     period = args.period(ctx, 7)
     now = ctx.asked_at
     calls = sa.select(
@@ -250,7 +250,7 @@ async def get_dashboard_stats(ctx: CrmContext, args: DateRangeArgs) -> dict[str,
             await connection.execute(others)
         ).one()
     average = call_row.average_duration
-    return {
+    stats = {
         "period": period.describe(),
         "calls": {
             "total": call_row.total,
@@ -266,6 +266,17 @@ async def get_dashboard_stats(ctx: CrmContext, args: DateRangeArgs) -> dict[str,
         "new_contacts": new_contacts,
         "current": {"open_tasks": open_tasks, "overdue_tasks": overdue, "active_plans": active_plans},
     }
+    figures = metrics(
+        [
+            ("Calls", call_row.total),
+            ("Missed calls", call_row.missed),
+            ("Messages", sms_in + sms_out),
+            ("New contacts", new_contacts),
+            ("Open tasks", open_tasks),
+            ("Overdue tasks", overdue),
+        ]
+    )
+    return Shown(stats, ui=[figures, links([("Contacts", "/contacts"), ("Calls", "/calls")])])
 
 
 _Condition = Callable[[sa.FromClause], sa.ColumnElement[bool]]

@@ -14,8 +14,8 @@ from uuid import UUID
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field
 
-from vernis.db.models import table_of
-from vernis.tools import Tool, ToolFailure
+from vernis.store.models import table_of
+from vernis.tools import Shown, Tool, ToolFailure, block
 from vernis_crm.models import Call, Contact, PhoneNumber, VoiceAgent
 from vernis_crm.resources import CrmContext
 from vernis_crm.tools.analytics import local_midnight, organization_zone
@@ -193,7 +193,28 @@ def _compact(row: Any, zone: Any) -> dict[str, Any]:
     }
 
 
-async def get_call_details(ctx: CrmContext, args: CallIdArgs) -> dict[str, Any]:
+# The CRM's own UI block kind (SPEC §16): one call as a card. A host page may draw it with a renderer
+# of its own (`el.registerRenderer("crm.call_summary", ...)`); the panel falls back to its fields.
+CALL_SUMMARY_KIND = "crm.call_summary"
+CALL_SUMMARY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["call_id", "direction", "status", "at"],
+    "additionalProperties": False,
+    "properties": {
+        "call_id": {"type": "string"},
+        "direction": {"enum": ["inbound", "outbound"]},
+        "status": {"type": "string", "maxLength": 40},
+        "at": {"type": "string", "maxLength": 40},
+        "duration_seconds": {"type": ["integer", "null"], "minimum": 0},
+        "contact": {"type": ["string", "null"], "maxLength": 200},
+        "url": {"type": "string", "maxLength": 300},
+        "agent": {"type": ["string", "null"], "maxLength": 200},
+        "summary": {"type": ["string", "null"], "maxLength": 4000},
+    },
+}
+
+
+async def get_call_details(ctx: CrmContext, args: CallIdArgs) -> Shown:
     zone = organization_zone(ctx)
     async with ctx.resources.connect() as connection:
         row = (
@@ -207,7 +228,7 @@ async def get_call_details(ctx: CrmContext, args: CallIdArgs) -> dict[str, Any]:
         raise ToolFailure(
             "not_found", "No such call in this organization.", hint="Use an id from get_recent_calls."
         )
-    return {
+    details = {
         "id": str(row.id),
         "at": row.started_at.astimezone(zone).isoformat(timespec="seconds"),
         "direction": row.direction,
@@ -231,6 +252,19 @@ async def get_call_details(ctx: CrmContext, args: CallIdArgs) -> dict[str, Any]:
         "agent": {"id": str(row.agent_id), "name": row.agent_name} if row.agent_name is not None else None,
         "summary": row.summary,
     }
+    card: dict[str, Any] = {
+        "call_id": details["id"],
+        "direction": row.direction,
+        "status": row.status,
+        "at": details["at"],
+        "duration_seconds": row.duration_seconds,
+        "contact": details["contact"]["name"] if details["contact"] else row.contact_number,
+        "agent": row.agent_name,
+        "summary": row.summary,
+    }
+    if details["contact"]:
+        card["url"] = f"/contacts/{details['contact']['id']}"
+    return Shown(details, ui=[block(CALL_SUMMARY_KIND, card)])
 
 
 TOOLS = (

@@ -27,8 +27,8 @@ import sqlalchemy as sa
 from pydantic import Field, StringConstraints
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from vernis.db.models import utcnow
-from vernis.tools import Tool, ToolFailure
+from vernis.store.models import utcnow
+from vernis.tools import Shown, Tool, ToolFailure, entity, table
 from vernis_crm.models import (
     PlanStatus,
     TaskStatus,
@@ -178,7 +178,7 @@ def _matches(ctx: CrmContext, query: str) -> tuple[sa.ColumnElement[bool], list[
     return sa.and_(*conditions), [rank]
 
 
-async def search_contacts(ctx: CrmContext, args: SearchContactsArgs) -> dict[str, Any]:
+async def search_contacts(ctx: CrmContext, args: SearchContactsArgs) -> Shown:
     where: list[sa.ColumnElement[bool]] = [_contact.c.organization_id == ctx.organization_id]
     rank: list[sa.ColumnElement[int]] = []
     if args.query:
@@ -225,7 +225,15 @@ async def search_contacts(ctx: CrmContext, args: SearchContactsArgs) -> dict[str
     }
     if args.offset + len(rows) < total:
         result["next_offset"] = args.offset + len(rows)
-    return result
+    shown = table(
+        [("name", "Name"), ("company", "Company"), ("email", "E-mail"), ("phone", "Phone")],
+        (
+            {key: contact[key] for key in ("name", "company", "email", "phone")}
+            for contact in result["contacts"]
+        ),
+        total=total,
+    )
+    return Shown(result, ui=[shown])
 
 
 def _about(ctx: CrmContext, table: sa.Table, contact_id: uuid.UUID, what: Any, *where: Any) -> Any:
@@ -260,7 +268,7 @@ def _excerpt(text: str, limit: int = NOTE_EXCERPT) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-async def get_contact_details(ctx: CrmContext, args: ContactIdArgs) -> dict[str, Any]:
+async def get_contact_details(ctx: CrmContext, args: ContactIdArgs) -> Shown:
     async with ctx.resources.connect() as connection:
         contact = await find_contact(connection, ctx, args.contact_id)
         notes_total = await connection.scalar(sa.select(_about(ctx, _note, contact.id, sa.func.count())))
@@ -273,7 +281,7 @@ async def get_contact_details(ctx: CrmContext, args: ContactIdArgs) -> dict[str,
                 .limit(LATEST_NOTES)
             )
         ).all()
-        return contact_ref(contact) | {
+        details = contact_ref(contact) | {
             "first_name": contact.first_name,
             "last_name": contact.last_name,
             "company": contact.company,
@@ -295,6 +303,21 @@ async def get_contact_details(ctx: CrmContext, args: ContactIdArgs) -> dict[str,
             },
             "activity": await _activity(connection, ctx, contact.id),
         }
+    card = entity(
+        "contact",
+        details["id"],
+        details["name"],
+        [
+            ("Company", details["company"]),
+            ("E-mail", ", ".join(e["email"] for e in details["emails"]) if details["emails"] else None),
+            ("Phone", ", ".join(p["number"] for p in details["phones"]) if details["phones"] else None),
+            ("Tags", ", ".join(details["tags"]) or None),
+            ("Open tasks", details["activity"]["open_tasks"]),
+            ("Last call", details["activity"]["last_call_at"]),
+        ],
+        url=f"/contacts/{details['id']}",
+    )
+    return Shown(details, ui=[card])
 
 
 # -- shared checks of the writes ----------------------------------------------------------------
@@ -350,7 +373,7 @@ async def _plan_create(
     return preview
 
 
-async def create_contact(ctx: CrmContext, args: CreateContactArgs) -> dict[str, Any]:
+async def create_contact(ctx: CrmContext, args: CreateContactArgs) -> Shown:
     async with ctx.resources.begin() as connection:
         plan = (await _plan_create(connection, ctx, args))["contact"]
         now = utcnow()
@@ -415,11 +438,8 @@ async def create_contact(ctx: CrmContext, args: CreateContactArgs) -> dict[str, 
                     owned | {"id": uuid.uuid4(), "author_id": ctx.member.id, "body": plan["note"]}
                 )
             )
-    return {
-        "id": str(contact_id),
-        "name": f"{plan['first_name']} {plan['last_name']}".strip(),
-        "created": True,
-    }
+    name = f"{plan['first_name']} {plan['last_name']}".strip()
+    return Shown({"id": str(contact_id), "name": name, "created": True}, summary=f"Created contact {name}")
 
 
 # -- update_contact -----------------------------------------------------------------------------

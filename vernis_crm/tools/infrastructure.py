@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from pydantic import Field, model_validator
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from vernis.db.models import utcnow
+from vernis.store.models import utcnow
 from vernis.tools import Tool, ToolFailure
 from vernis_crm.resources import CrmContext
 from vernis_crm.tools._infrastructure_common import (

@@ -27,7 +27,7 @@ import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from vernis.db.models import Member, table_of, utcnow
+from vernis.store.models import Member, table_of, utcnow
 from vernis.tools import Tool, ToolFailure
 from vernis_crm.models import (
     Call,

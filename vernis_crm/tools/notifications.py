@@ -13,7 +13,7 @@ from uuid import UUID
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field
 
-from vernis.db.models import table_of, utcnow
+from vernis.store.models import table_of, utcnow
 from vernis.tools import Tool, ToolFailure
 from vernis_crm.models import Notification
 from vernis_crm.resources import CrmContext

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from pydantic import Field, model_validator
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from vernis.db.engine import dialect_insert
+from vernis.store.engine import dialect_insert
 from vernis.tools import Tool, ToolFailure
 from vernis_crm.resources import CrmContext
 from vernis_crm.tools._infrastructure_common import (

@@ -1,9 +1,5 @@
-"""Tasks tools (SPEC §5): list the organization's tasks, create and change them, and move them
-through their states.
-
-A task is `open`, `done` or `dismissed`; `complete_task` and `dismiss_task` take an open task,
-`reopen_task` a done or dismissed one (`TRANSITIONS`). Previews check the transition, so the model
-learns before asking the user that a done task cannot be completed again.
+"""Tasks tools (SPEC §5): list the organization's tasks, create them and change them. Moving a task
+through its states (`open`, `done`, `dismissed`) is `task_status.py`.
 
 Times: due dates are shown in the organization's time zone, with their offset. A due date the model
 gives without a zone is read in that zone; a date alone means the end of that day (23:59 there).
@@ -16,40 +12,41 @@ the preview showed, or refuses if the data changed in between.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, tzinfo
+from datetime import date, datetime, time, tzinfo
 from typing import Annotated, Any, Literal
 from uuid import UUID, uuid4
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import sqlalchemy as sa
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PlainSerializer,
-    PlainValidator,
-    WithJsonSchema,
-    model_validator,
-)
+from pydantic import Field, PlainSerializer, PlainValidator, WithJsonSchema, model_validator
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from vernis.db.models import Member, table_of, utcnow
+from vernis.store.models import utcnow
 from vernis.tools import Tool, ToolFailure
-from vernis_crm.models import Contact, Task, TaskStatus
+from vernis_crm.models import TaskStatus
 from vernis_crm.resources import CrmContext
+from vernis_crm.tools._tasks_common import (
+    CATEGORY,
+    END_OF_DAY,
+    _Args,
+    _assignee,
+    _compact,
+    _contact_of,
+    _contact_ref,
+    _instant,
+    _json,
+    _load,
+    _local,
+    _member_ref,
+    _Ref,
+    _task,
+    _tasks_query,
+    _zone,
+)
 
-__all__ = ["TOOLS", "TRANSITIONS"]
+__all__ = ["TOOLS"]
 
-CATEGORY = "Tasks"
 MAX_PAGE = 50
-EXCERPT = 200
-END_OF_DAY = time(23, 59)
-
-_task = table_of(Task)
-_member = table_of(Member)
-_contact = table_of(Contact)
 
 
 def _moment(value: Any) -> date | datetime:
@@ -74,10 +71,6 @@ Moment = Annotated[
     WithJsonSchema({"type": "string"}),
 ]
 _ZONELESS = "Without a zone it is read in the organization's time zone."
-
-
-class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
 
 class GetTasksArgs(_Args):
@@ -154,192 +147,6 @@ class UpdateTaskArgs(_Args):
         if all(value is None for value in fields) and not (self.clear_due or self.clear_contact):
             raise ValueError("give at least one thing to change")
         return self
-
-
-class TaskIdArgs(_Args):
-    task_id: UUID = Field(description="The task's id, as get_tasks returned it.")
-
-
-@dataclass(frozen=True, slots=True)
-class Transition:
-    """A change of a task's status: from any of `sources` to `target`."""
-
-    action: str  # as the preview names it
-    verb: str
-    past: str
-    sources: frozenset[TaskStatus]
-    target: TaskStatus
-
-
-TRANSITIONS = {
-    "complete_task": Transition(
-        "Complete a task", "complete", "completed", frozenset({TaskStatus.OPEN}), TaskStatus.DONE
-    ),
-    "dismiss_task": Transition(
-        "Dismiss a task", "dismiss", "dismissed", frozenset({TaskStatus.OPEN}), TaskStatus.DISMISSED
-    ),
-    "reopen_task": Transition(
-        "Reopen a task",
-        "reopen",
-        "reopened",
-        frozenset({TaskStatus.DONE, TaskStatus.DISMISSED}),
-        TaskStatus.OPEN,
-    ),
-}
-
-
-# -- shared ------------------------------------------------------------------------------------
-
-
-def _zone(ctx: CrmContext) -> tzinfo:
-    try:
-        return ZoneInfo(ctx.member.organization_timezone)
-    except (ZoneInfoNotFoundError, ValueError):
-        return UTC
-
-
-def _instant(moment: date | datetime, zone: tzinfo, day_time: time) -> datetime:
-    """`moment` as an aware UTC time: a date at `day_time`, a zoneless time in `zone`."""
-    if not isinstance(moment, datetime):
-        moment = datetime.combine(moment, day_time)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=zone)
-    return moment.astimezone(UTC)
-
-
-def _local(moment: datetime | None, zone: tzinfo) -> str | None:
-    return None if moment is None else moment.astimezone(zone).isoformat(timespec="minutes")
-
-
-def _excerpt(text: str) -> str:
-    return text if len(text) <= EXCERPT else text[: EXCERPT - 1].rstrip() + "…"
-
-
-def _contact_name(first: str | None, last: str | None) -> str:
-    return f"{first or ''} {last or ''}".strip()
-
-
-@dataclass(frozen=True, slots=True)
-class _Ref:
-    id: UUID
-    name: str
-
-    def json(self) -> dict[str, Any]:
-        return {"id": str(self.id), "name": self.name}
-
-
-def _json(ref: _Ref | None) -> dict[str, Any] | None:
-    return None if ref is None else ref.json()
-
-
-async def _member_ref(connection: AsyncConnection, ctx: CrmContext, who: str) -> _Ref | None:
-    """The member `who` names in the caller's organization; None for "unassigned"."""
-    text = who.strip()
-    if text.lower() == "me":
-        return _Ref(ctx.member.id, ctx.member.name)
-    if text.lower() in ("unassigned", "nobody", "none"):
-        return None
-    ours = sa.and_(_member.c.organization_id == ctx.organization_id, _member.c.removed_at.is_(None))
-    query = sa.select(_member.c.id, _member.c.name).where(ours).order_by(_member.c.name, _member.c.id)
-    try:
-        exact = _member.c.id == UUID(text)
-    except ValueError:
-        exact = sa.or_(
-            sa.func.lower(_member.c.email) == text.lower(), sa.func.lower(_member.c.name) == text.lower()
-        )
-    rows = (await connection.execute(query.where(exact))).all()
-    if not rows and "@" not in text:
-        partial = sa.func.lower(_member.c.name).contains(text.lower(), autoescape=True)
-        rows = (await connection.execute(query.where(partial).limit(6))).all()
-    if len(rows) == 1:
-        return _Ref(rows[0].id, rows[0].name)
-    if rows:
-        raise ToolFailure(
-            "ambiguous",
-            f"Several members match {text!r}: {', '.join(row.name for row in rows[:5])}.",
-            hint="Give the member's full name or e-mail.",
-        )
-    names = (await connection.execute(query.with_only_columns(_member.c.name).limit(20))).scalars().all()
-    raise ToolFailure(
-        "not_found",
-        f"No member {text!r} in this organization.",
-        hint=f"Members: {', '.join(names)}." if names else None,
-    )
-
-
-async def _contact_ref(connection: AsyncConnection, ctx: CrmContext, contact_id: UUID) -> _Ref:
-    row = (
-        await connection.execute(
-            sa.select(_contact.c.id, _contact.c.first_name, _contact.c.last_name).where(
-                _contact.c.organization_id == ctx.organization_id, _contact.c.id == contact_id
-            )
-        )
-    ).first()
-    if row is None:
-        raise ToolFailure(
-            "not_found", "No contact with that id in this organization.", hint="Find it with search_contacts."
-        )
-    return _Ref(row.id, _contact_name(row.first_name, row.last_name))
-
-
-def _tasks_query(ctx: CrmContext) -> sa.Select[Any]:
-    """Tasks of the caller's organization with their assignee's and contact's names."""
-    ours = ctx.organization_id
-    return (
-        sa.select(
-            _task,
-            _member.c.name.label("assignee_name"),
-            _contact.c.first_name.label("contact_first_name"),
-            _contact.c.last_name.label("contact_last_name"),
-        )
-        .select_from(
-            _task.outerjoin(
-                _member, sa.and_(_member.c.id == _task.c.assignee_id, _member.c.organization_id == ours)
-            ).outerjoin(
-                _contact, sa.and_(_contact.c.id == _task.c.contact_id, _contact.c.organization_id == ours)
-            )
-        )
-        .where(_task.c.organization_id == ours)
-    )
-
-
-def _assignee(row: Any) -> _Ref | None:
-    return None if row.assignee_id is None else _Ref(row.assignee_id, row.assignee_name or "")
-
-
-def _contact_of(row: Any) -> _Ref | None:
-    if row.contact_id is None:
-        return None
-    return _Ref(row.contact_id, _contact_name(row.contact_first_name, row.contact_last_name))
-
-
-def _compact(row: Any, zone: tzinfo, now: datetime) -> dict[str, Any]:
-    item: dict[str, Any] = {
-        "id": str(row.id),
-        "title": row.title,
-        "status": row.status,
-        "due_at": _local(row.due_at, zone),
-    }
-    if row.status == TaskStatus.OPEN:
-        item["overdue"] = row.due_at is not None and row.due_at < now
-    if row.completed_at is not None:
-        item["completed_at"] = _local(row.completed_at, zone)
-    item["assignee"] = _json(_assignee(row))
-    item["contact"] = _json(_contact_of(row))
-    if row.description:
-        item["description"] = _excerpt(row.description)
-    if row.plan_id is not None:
-        item["plan_id"] = str(row.plan_id)
-    return item
-
-
-async def _load(connection: AsyncConnection, ctx: CrmContext, task_id: UUID) -> Any:
-    row = (await connection.execute(_tasks_query(ctx).where(_task.c.id == task_id))).first()
-    if row is None:
-        raise ToolFailure(
-            "not_found", "No task with that id in this organization.", hint="Use an id from get_tasks."
-        )
-    return row
 
 
 # -- reading -----------------------------------------------------------------------------------
@@ -512,91 +319,6 @@ async def update_task(ctx: CrmContext, args: UpdateTaskArgs) -> dict[str, Any]:
     return {"task": _compact(row, _zone(ctx), now), "changes": plan.changes}
 
 
-# -- states ------------------------------------------------------------------------------------
-
-
-def _check(transition: Transition, row: Any) -> None:
-    if row.status in transition.sources:
-        return
-    expected = " or ".join(sorted(transition.sources))
-    if row.status == transition.target:
-        hint = f"It is already {row.status}; nothing to change."
-    elif transition.target != TaskStatus.OPEN:
-        hint = "Reopen it first with reopen_task if it still needs doing."
-    else:
-        hint = None
-    raise ToolFailure(
-        "invalid_state",
-        f"Cannot {transition.verb} the task {row.title!r}: it is {row.status}, and only {expected} "
-        f"tasks can be {transition.past}.",
-        hint=hint,
-    )
-
-
-def _preview_transition(transition: Transition) -> Callable[[CrmContext, TaskIdArgs], Awaitable[Any]]:
-    async def preview(ctx: CrmContext, args: TaskIdArgs) -> dict[str, Any]:
-        async with ctx.resources.connect() as connection:
-            row = await _load(connection, ctx, args.task_id)
-        _check(transition, row)
-        zone = _zone(ctx)
-        return {
-            "action": transition.action,
-            "task": {
-                "id": str(row.id),
-                "title": row.title,
-                "due_at": _local(row.due_at, zone),
-                "assignee": _json(_assignee(row)),
-                "contact": _json(_contact_of(row)),
-            },
-            "changes": {"status": {"from": row.status, "to": transition.target.value}},
-        }
-
-    return preview
-
-
-def _run_transition(transition: Transition) -> Callable[[CrmContext, TaskIdArgs], Awaitable[Any]]:
-    async def run(ctx: CrmContext, args: TaskIdArgs) -> dict[str, Any]:
-        now = utcnow()
-        async with ctx.resources.begin() as connection:
-            row = await _load(connection, ctx, args.task_id)
-            _check(transition, row)
-            result = await connection.execute(
-                sa.update(_task)
-                .where(
-                    _task.c.organization_id == ctx.organization_id,
-                    _task.c.id == args.task_id,
-                    _task.c.status == row.status,
-                )
-                .values(
-                    status=transition.target.value,
-                    updated_at=now,
-                    completed_at=now if transition.target == TaskStatus.DONE else None,
-                )
-            )
-            if result.rowcount != 1:
-                raise ToolFailure(
-                    "conflict", "The task changed in the meantime; nothing was changed.", retryable=True
-                )
-            row = await _load(connection, ctx, args.task_id)
-        return {"task": _compact(row, _zone(ctx), now)}
-
-    return run
-
-
-def _transition_tool(name: str, description: str) -> Tool:
-    transition = TRANSITIONS[name]
-    return Tool(
-        name,
-        CATEGORY,
-        description,
-        TaskIdArgs,
-        "task:update",
-        True,
-        _run_transition(transition),
-        preview=_preview_transition(transition),
-    )
-
-
 TOOLS = (
     Tool(
         "get_tasks",
@@ -627,7 +349,4 @@ TOOLS = (
         update_task,
         preview=preview_update_task,
     ),
-    _transition_tool("complete_task", "Mark an open task as done."),
-    _transition_tool("dismiss_task", "Dismiss an open task that no longer needs doing."),
-    _transition_tool("reopen_task", "Reopen a done or dismissed task."),
 )

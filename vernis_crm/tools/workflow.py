@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from vernis.db.models import Member, table_of, utcnow
+from vernis.store.models import Member, table_of, utcnow
 from vernis.tools import Tool, ToolFailure
 from vernis_crm.models import Contact, Plan, PlanStatus, PlanTemplate
 from vernis_crm.resources import CrmContext

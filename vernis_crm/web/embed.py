@@ -12,7 +12,10 @@ the Vernis server, one `<vernis-assistant server=... theme=...>`, and its own sc
 - `getToken`: the host's own endpoint, `GET /vernis-token`, which signs a short-lived token for the
   host's signed-in user (here a demo member picked on the page; Vernis verifies it like any other);
 - `pageContext` when the user opens a contact (a one-page app: no reload), and listens to
-- `vernis:tool-completed` to refresh its contact list, `vernis:open` / `vernis:close`.
+- `vernis:tool-completed` to refresh its contact list, `vernis:open` / `vernis:close`;
+- its own tools (SPEC §18): `navigate` (the element's, through the host's router, to a contact's
+  page) and `fill_contact_form`, a write the user approves, which opens the page's new-contact form
+  prefilled.
 Its Content-Security-Policy lets in the Vernis origin and nothing else.
 
 Like the demo login, it signs a token for any demo member, for anyone who reaches it: loopback only.
@@ -38,11 +41,11 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from vernis.db.engine import create_engine
-from vernis.db.models import Member, Organization, table_of
 from vernis.exceptions import ConfigError
 from vernis.identity import issue_token
 from vernis.settings import Settings, load_settings
+from vernis.store.engine import create_engine
+from vernis.store.models import Member, Organization, table_of
 from vernis_crm.demo.seed import DEMO_ORGANIZATIONS
 from vernis_crm.models import Contact
 from vernis_crm.web._html import e
@@ -141,7 +144,9 @@ def embed_host_app(vernis_url: str, settings: Settings, *, token_ttl: float = DE
         if member is None:
             return JSONResponse({"contacts": []}, status_code=401)
         search = request.query_params.get("q", "").strip()[:100]
-        return JSONResponse({"contacts": await _contacts(request.state.engine, member, search)})
+        # `?id=`: that one contact (the router opens any contact of the organization, listed or not).
+        wanted = request.query_params.get("id")
+        return JSONResponse({"contacts": await _contacts(request.state.engine, member, search, wanted)})
 
     async def switch_member(request: Request) -> Response:
         body = await request.body()
@@ -209,8 +214,15 @@ async def _members(engine: AsyncEngine) -> list[HostUser]:
         return [HostUser(**row._asdict()) for row in await connection.execute(_users_query())]
 
 
-async def _contacts(engine: AsyncEngine, member: HostUser, search: str) -> list[dict[str, str]]:
+async def _contacts(
+    engine: AsyncEngine, member: HostUser, search: str, wanted: str | None = None
+) -> list[dict[str, str]]:
     where = [_contact.c.organization_id == member.organization_id]
+    if wanted is not None:
+        try:
+            where.append(_contact.c.id == uuid.UUID(wanted))
+        except ValueError:
+            return []
     if search:
         name = sa.func.lower(_contact.c.first_name + " " + _contact.c.last_name)
         where.append(name.like(f"%{search.lower()}%"))
@@ -289,6 +301,24 @@ def _page(
       <button type="submit">Search</button>
     </form>
     <ul class="contacts" id="contact-list">{items}</ul>
+    <button type="button" id="new-contact-open">New contact</button>
+  </section>
+  <section class="card" aria-labelledby="new-contact-title" id="new-contact" hidden>
+    <h1 id="new-contact-title">New contact</h1>
+    <form class="contact-form" id="new-contact-form">
+      <label for="nc-first-name">First name</label>
+      <input id="nc-first-name" name="first_name" autocomplete="off">
+      <label for="nc-last-name">Last name</label>
+      <input id="nc-last-name" name="last_name" autocomplete="off">
+      <label for="nc-email">Email</label>
+      <input id="nc-email" name="email" type="email" autocomplete="off">
+      <label for="nc-phone">Phone</label>
+      <input id="nc-phone" name="phone" type="tel" autocomplete="off">
+      <label for="nc-company">Company</label>
+      <input id="nc-company" name="company" autocomplete="off">
+      <p class="muted">Northwind would save it here; the demo only shows the form.</p>
+      <button type="button" id="new-contact-cancel">Close</button>
+    </form>
   </section>
   <section class="card" aria-labelledby="contact-title" id="contact" hidden>
     <button type="button" class="back" id="back">← All contacts</button>

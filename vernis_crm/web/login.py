@@ -17,10 +17,10 @@ import sqlalchemy as sa
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from vernis.db.models import Member, Organization, table_of
 from vernis.exceptions import AuthError
 from vernis.identity import COOKIE_NAME, DEFAULT_TTL, MemberInfo, issue_token
-from vernis.services.runtime import Services
+from vernis.runtime import Services
+from vernis.store.models import Member, Organization, table_of
 from vernis_crm.demo.seed import DEMO_ORGANIZATIONS
 from vernis_crm.web._html import Markup, e, page
 

@@ -17,9 +17,9 @@ import sqlalchemy as sa
 from starlette.requests import Request
 from starlette.responses import Response
 
-from vernis.db.models import table_of
 from vernis.identity import MemberInfo
-from vernis.services.runtime import Services
+from vernis.runtime import Services
+from vernis.store.models import table_of
 from vernis_crm.models import (
     Call,
     Contact,

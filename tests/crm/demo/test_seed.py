@@ -9,11 +9,11 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.fixtures.db import *  # noqa: F403
-from vernis.db.models import Member, OrgAIRules, Organization, table_of, utcnow
+from vernis.conversation.store import ConversationStore
 from vernis.identity.members import RoleTable
 from vernis.identity.service import IdentityService
 from vernis.identity.tokens import TokenVerifier
-from vernis.services.persistence import ConversationStore
+from vernis.store.models import Member, OrgAIRules, Organization, table_of, utcnow
 from vernis_crm.demo.seed import DEMO_ORGANIZATIONS, SEED_STEPS, SeedContext, SeedResult, demo_id, seed_demo
 from vernis_crm.models import Notification
 

@@ -18,9 +18,9 @@ from sqlmodel import SQLModel
 
 import vernis_crm
 from tests.fixtures.db import *  # noqa: F403
-from vernis.db.engine import create_engine
-from vernis.db.migrate import upgrade
-from vernis.db.models import Member, table_of
+from vernis.store.engine import create_engine
+from vernis.store.migrate import upgrade
+from vernis.store.models import Member, table_of
 from vernis_crm.demo.seed import SeedResult, demo_id, seed_demo
 from vernis_crm.models import (
     Analyzer,

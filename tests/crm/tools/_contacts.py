@@ -8,7 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from tests.crm.tools.conftest import Tools, data, rows
-from vernis.db.models import AuditEntry, table_of
+from vernis.store.models import AuditEntry, table_of
 from vernis_crm.models import Contact, ContactEmail, ContactPhone, ContactTag, Tag
 
 MEMBER = "member@acme.test"

@@ -7,7 +7,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from tests.crm.tools.conftest import Tools
-from vernis.db.models import AuditEntry, table_of
+from vernis.store.models import AuditEntry, table_of
 from vernis_crm.models import Analyzer, PhoneNumber, PhoneNumberAnalyzer, TextAgent, VoiceAgent
 
 OWNER = "owner@acme.test"

@@ -24,15 +24,16 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 import vernis_crm
+from vernis.conversation.store import ConversationStore
 from vernis.identity.members import MemberInfo
 from vernis.identity.service import IdentityService
 from vernis.identity.tokens import TokenVerifier
-from vernis.services.llm import ToolCall
-from vernis.services.persistence import ConversationStore
+from vernis.model.base import ToolCall
 from vernis.tools import ToolContext
 from vernis.tools.approvals import ApprovalService
 from vernis.tools.catalog import Catalog
-from vernis.tools.runner import ToolOutcome, ToolRunner, Toolset, execute_write
+from vernis.tools.outcomes import execute_write
+from vernis.tools.runner import ToolOutcome, ToolRunner, Toolset
 from vernis_crm.demo.seed import SeedResult
 
 
@@ -109,6 +110,7 @@ class Tools:
             approval.id,
             approval.arguments,
             self.approvals,
+            runner.guards,
         )
         return preview, envelope
 

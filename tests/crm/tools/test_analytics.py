@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.crm.tools.conftest import Tools, data
-from vernis.db.models import Member, table_of
+from vernis.store.models import Member, table_of
 from vernis_crm.models import Call, Contact, ContactNote, Plan, PlanTemplate, SmsMessage, Task
 
 NEW_YORK = ZoneInfo("America/New_York")

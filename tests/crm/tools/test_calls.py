@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 import sqlalchemy as sa
 
 from tests.crm.tools.conftest import Tools, data
-from vernis.db.models import Member, table_of
+from vernis.store.models import Member, table_of
 from vernis_crm.models import Call, PhoneNumber
 
 NEW_YORK = ZoneInfo("America/New_York")

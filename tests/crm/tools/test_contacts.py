@@ -24,7 +24,7 @@ from tests.crm.tools._contacts import (
     tags,
 )
 from tests.crm.tools.conftest import Tools, data, error, rows
-from vernis.db.models import Member, table_of
+from vernis.store.models import Member, table_of
 from vernis_crm.models import Call, Contact, ContactEmail, ContactNote, ContactPhone, SmsMessage, Tag
 
 _contact = table_of(Contact)
@@ -376,3 +376,11 @@ async def test_add_contact_note_previews_then_adds_the_note_by_the_user(tools: T
     details = data(await tools.call(MEMBER, "get_contact_details", {"contact_id": str(jane)}))
     assert details["notes"]["total"] == 2
     assert details["notes"]["latest"][0]["body"] == arguments["body"]
+
+
+async def test_a_created_contact_is_summed_up_in_one_sentence(tools: Tools) -> None:
+    """create_contact's result carries a one-line summary for the host page ("Created contact Ada Lovelace") beside its data."""
+    _, envelope = await tools.write(MEMBER, "create_contact", {"first_name": "Ada", "last_name": "Lovelace"})
+    assert envelope["ok"], envelope
+    assert envelope["summary"] == "Created contact Ada Lovelace"
+    assert envelope["data"]["name"] == "Ada Lovelace"

@@ -11,7 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from tests.crm.tools.conftest import Tools, data, error, rows
-from vernis.db.models import AuditEntry, Member, table_of, utcnow
+from vernis.store.models import AuditEntry, Member, table_of, utcnow
 from vernis_crm.models import Call, Contact, ContactPhone, SmsMessage
 
 MEMBER = "member@acme.test"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from tests.crm.tools.conftest import Tools
-from vernis.db.models import AuditEntry, table_of
+from vernis.store.models import AuditEntry, table_of
 from vernis_crm.models import Notification
 
 NOTIFICATION = table_of(Notification)

@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 import sqlalchemy as sa
 
 from tests.crm.tools.conftest import Tools, data, error_code
-from vernis.db.models import AuditEntry, table_of, utcnow
+from vernis.store.models import AuditEntry, table_of, utcnow
 from vernis_crm.models import Task
 
 OWNER = "owner@acme.test"

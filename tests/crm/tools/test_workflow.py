@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 import sqlalchemy as sa
 
 from tests.crm.tools.conftest import Tools, data, error
-from vernis.db.models import AuditEntry, table_of
+from vernis.store.models import AuditEntry, table_of
 from vernis_crm.models import Plan, PlanTemplate
 
 NEW_YORK = ZoneInfo("America/New_York")

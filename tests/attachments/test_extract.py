@@ -1,0 +1,84 @@
+"""Attachments' text for the model, within limits (vernis.attachments.extract)."""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+
+from tests.attachments.samples import pdf, pdf_with_stream, zlib_bomb
+from vernis.attachments.extract import MAX_PDF_PAGES, pdf_text, plain_text
+
+
+async def test_pdf_text_is_read_page_by_page() -> None:
+    """Each page's text comes out in order, with the page count."""
+    extracted = await pdf_text(pdf(["Invoice 1042", "Total due: 300 EUR"]), 10_000)
+    assert "Invoice 1042" in extracted.text
+    assert extracted.text.index("Invoice") < extracted.text.index("Total due")
+    assert (extracted.pages, extracted.total_pages, extracted.note) == (2, 2, None)
+
+
+async def test_a_pdfs_javascript_is_never_part_of_its_text() -> None:
+    """A PDF with a script run on open gives its page text only."""
+    extracted = await pdf_text(pdf(["Quarterly report"], javascript="app.alert('pwned')"), 10_000)
+    assert "Quarterly report" in extracted.text
+    assert "pwned" not in extracted.text
+    assert "alert" not in extracted.text
+
+
+async def test_a_pdf_of_100000_pages_stops_at_the_page_limit() -> None:
+    """A 100,000-page PDF is read up to the page limit, and the note says how much was left out (a generous time limit here: a busy machine must not turn this into the time-limit case)."""
+    extracted = await pdf_text(pdf(["page text"], repeat_pages=100_000), 1_000_000, seconds=120)
+    assert extracted.total_pages == 100_000
+    assert extracted.pages == MAX_PDF_PAGES
+    assert extracted.note is not None
+    assert f"first {MAX_PDF_PAGES} of 100,000 pages" in extracted.note
+
+
+async def test_pdf_reading_stops_at_its_time_limit() -> None:
+    """Reading stops at the time limit, whatever the PDF holds, with a note saying so."""
+    started = time.monotonic()
+    extracted = await pdf_text(pdf(["page text"], repeat_pages=100_000), 1_000_000, seconds=0.05)
+    assert time.monotonic() - started < 5
+    assert extracted.note is not None
+    assert "time limit" in extracted.note or "longer than" in extracted.note
+
+
+async def test_pdf_text_is_cut_at_the_budget_with_a_note() -> None:
+    """A PDF with more text than the budget gives exactly the budget's characters and says it was cut."""
+    extracted = await pdf_text(pdf(["word " * 80] * 3), 100)
+    assert len(extracted.text) == 100
+    assert extracted.note is not None
+    assert "cut" in extracted.note
+
+
+async def test_unreadable_pdf_gives_a_note_not_an_error() -> None:
+    """Bytes that start like a PDF but are not one give no text and a note."""
+    extracted = await pdf_text(b"%PDF-1.7\nnot really a pdf", 1000)
+    assert extracted.text == ""
+    assert extracted.note is not None
+
+
+def test_plain_text_is_cut_with_a_note() -> None:
+    """A text file longer than the budget is cut there, and the note gives both lengths."""
+    extracted = plain_text(b"x" * 50, 20)
+    assert extracted.text == "x" * 20
+    assert extracted.note is not None
+    assert "20 of 50" in extracted.note
+    assert plain_text(b"short", 20).note is None
+
+
+async def test_a_zip_bomb_in_a_pdf_is_read_in_bounded_time_and_memory() -> None:
+    """A page whose compressed content inflates to 150 MiB is read in well under a second without the memory it would take to inflate it."""
+    bomb = pdf_with_stream(zlib_bomb(150))
+    assert len(bomb) < 1024 * 1024
+    tracemalloc.start()
+    try:
+        started = time.monotonic()
+        extracted = await pdf_text(bomb, 10_000)
+        elapsed = time.monotonic() - started
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert elapsed < 5
+    assert peak < 100 * 1024 * 1024
+    assert len(extracted.text) <= 10_000

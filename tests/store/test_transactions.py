@@ -1,0 +1,189 @@
+"""SQLite write transactions (vernis.store.transactions): on the loop's thread when the write lock is free,
+on the writer thread when another connection holds it, committed or rolled back whole either way."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from vernis.store.transactions import CHECKPOINT_EVERY, SqliteTransactions
+
+
+def _insert(value: int) -> object:
+    def body(connection: Connection) -> int:
+        connection.execute(sa.text("INSERT INTO item (value) VALUES (:value)"), {"value": value})
+        return threading.get_ident()
+
+    return body
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Path:
+    path = tmp_path / "tx.db"
+    connection = sqlite3.connect(path)
+    try:
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("CREATE TABLE item (value INTEGER NOT NULL CHECK (value >= 0))")
+        connection.commit()
+    finally:
+        connection.close()  # the last connection: its log is checkpointed into the file and removed
+    return path
+
+
+def _holding_the_lock(path: Path) -> sqlite3.Connection:
+    """Another connection, holding the write lock with a row of 0 not yet committed."""
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("INSERT INTO item (value) VALUES (0)")
+    return holder
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+def _values(path: Path) -> list[int]:
+    connection = sqlite3.connect(path)
+    try:
+        return [row[0] for row in connection.execute("SELECT value FROM item ORDER BY rowid")]
+    finally:
+        connection.close()
+
+
+async def test_a_free_lock_runs_the_transaction_on_the_loops_thread(database: Path) -> None:
+    """With nobody else writing, the body runs on the event loop's own thread (no thread hop) and is committed."""
+    transactions = SqliteTransactions(f"sqlite:///{database}")
+    try:
+        ran_on = await transactions.run(_insert(1))  # type: ignore[arg-type]
+    finally:
+        await transactions.aclose()
+    assert ran_on == threading.get_ident()
+    assert transactions.fallbacks == 0
+    assert _values(database) == [1]
+
+
+async def test_a_taken_lock_sends_the_transaction_to_the_writer_thread_which_waits_for_it(
+    database: Path,
+) -> None:
+    """While another connection holds the write lock, the loop is not blocked: the transaction waits on the writer thread and commits after the lock is released."""
+    holder = _holding_the_lock(database)
+    transactions = SqliteTransactions(f"sqlite:///{database}")
+    try:
+        pending = asyncio.ensure_future(transactions.run(_insert(2)))  # type: ignore[arg-type]
+        ticks = 0
+        while not pending.done() and ticks < 20:
+            await asyncio.sleep(0.01)  # the loop keeps running meanwhile
+            ticks += 1
+        assert not pending.done()
+        holder.execute("COMMIT")
+        ran_on = await asyncio.wait_for(pending, 5)
+        ran_next_on = await transactions.run(_insert(3))  # type: ignore[arg-type]
+    finally:
+        holder.close()
+        await transactions.aclose()
+    assert ran_on != threading.get_ident()
+    assert ran_next_on == threading.get_ident()  # the refused BEGIN left the loop's connection usable
+    assert transactions.fallbacks == 1
+    assert _values(database) == [0, 2, 3]
+
+
+async def test_a_failing_body_rolls_back_and_the_next_transaction_runs_inline(database: Path) -> None:
+    """A body that raises leaves nothing written and the error propagates; the loop's connection is usable right after."""
+    transactions = SqliteTransactions(f"sqlite:///{database}")
+
+    def half_then_fail(connection: Connection) -> None:
+        connection.execute(sa.text("INSERT INTO item (value) VALUES (5)"))
+        connection.execute(sa.text("INSERT INTO item (value) VALUES (-1)"))  # violates the CHECK
+
+    try:
+        with pytest.raises(sa.exc.IntegrityError):
+            await transactions.run(half_then_fail)
+        await transactions.run(_insert(6))  # type: ignore[arg-type]
+    finally:
+        await transactions.aclose()
+    assert _values(database) == [6]
+    assert transactions.fallbacks == 0
+
+
+async def test_a_failed_statement_names_no_bound_value_on_the_loop_or_the_thread(database: Path) -> None:
+    """A failing statement's error names its SQL but never its bound value, inline and on the writer thread."""
+    value = "jane.doe@example.com asked for a refund"
+
+    def failing(connection: Connection) -> None:
+        connection.execute(
+            sa.text("INSERT INTO item (value) VALUES (:value || no_such_column)"), {"value": value}
+        )
+
+    transactions = SqliteTransactions(f"sqlite:///{database}")
+    try:
+        with pytest.raises(sa.exc.OperationalError) as inline:
+            await transactions.run(failing)
+        holder = _holding_the_lock(database)
+        try:
+            pending = asyncio.ensure_future(transactions.run(failing))
+            await asyncio.sleep(0.05)
+            holder.execute("ROLLBACK")
+            with pytest.raises(sa.exc.OperationalError) as threaded:
+                await asyncio.wait_for(pending, 5)
+        finally:
+            holder.close()
+    finally:
+        await transactions.aclose()
+    assert transactions.fallbacks == 1
+    for caught in (inline, threaded):
+        assert "no_such_column" in str(caught.value)
+        assert value not in str(caught.value)
+
+
+async def test_the_log_is_checkpointed_off_the_loop(database: Path) -> None:
+    """The loop's connection never checkpoints (the database file keeps its size while the log grows); after CHECKPOINT_EVERY commits a checkpoint on the writer thread moves the log into the file."""
+    initial = _size(database)
+    transactions = SqliteTransactions(f"sqlite:///{database}")
+    try:
+        for n in range(CHECKPOINT_EVERY - 1):
+            await transactions.run(_insert(n))  # type: ignore[arg-type]
+        assert _size(database) == initial
+        assert _size(Path(f"{database}-wal")) > 0
+        await transactions.run(_insert(CHECKPOINT_EVERY))  # type: ignore[arg-type]
+        for _ in range(200):
+            if _size(database) > initial:
+                break
+            await asyncio.sleep(0.01)
+        assert _size(database) > initial
+    finally:
+        await transactions.aclose()
+    assert len(_values(database)) == CHECKPOINT_EVERY
+
+
+_ITEMS = sa.table("item", sa.column("value"))
+
+
+async def test_a_statement_executed_while_the_lock_is_taken_waits_on_the_writer_thread(
+    database: Path,
+) -> None:
+    """execute() straight through the driver: with the lock taken elsewhere it waits on the writer thread (the loop runs on) and commits after; with the lock free it runs inline; a row breaking a constraint leaves none of the statement's rows and the next one runs."""
+    holder = _holding_the_lock(database)
+    transactions = SqliteTransactions(f"sqlite:///{database}")
+    insert = sa.insert(_ITEMS)
+    try:
+        pending = asyncio.ensure_future(transactions.execute(insert, [{"value": 1}, {"value": 2}]))
+        for _ in range(20):
+            await asyncio.sleep(0.01)  # the loop keeps running meanwhile
+        assert not pending.done()
+        holder.execute("COMMIT")
+        await asyncio.wait_for(pending, 5)
+        await transactions.execute(insert, [{"value": 3}])
+        with pytest.raises(sa.exc.IntegrityError):
+            await transactions.execute(insert, [{"value": 4}, {"value": -1}])  # violates the CHECK
+        await transactions.execute(insert, [{"value": 5}])
+    finally:
+        holder.close()
+        await transactions.aclose()
+    assert transactions.fallbacks == 1
+    assert _values(database) == [0, 1, 2, 3, 5]

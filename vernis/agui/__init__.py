@@ -1,0 +1,1 @@
+"""Vernis as an AG-UI agent (SPEC §20): the input, the event translation and the run."""

@@ -1,0 +1,1 @@
+"""Answers: admission, the assistant loop, the registry of running answers, and titles."""

@@ -1,0 +1,562 @@
+"""Answers that belong to the conversation, not to the socket that asked.
+
+`AnswerService.start()` runs an answer as a task of the app: the socket that sent the message may
+close, the answer still runs to its end and is stored. Its events go through the hub to every socket
+that shows the conversation. This module turns the loop's events into the conversation's events
+(`vernis.conversation.events`); the socket layer encodes them.
+
+Storage, per answer: the assistant message's row exists from the start (empty, `streaming`: stored
+with the user's message, `ConversationStore.add_exchange`). While answers stream, one flusher writes
+every answer that changed, once a second, all of them in one transaction (never per delta, never one
+write per answer). At its end an answer is written once more with its final status (`complete`,
+`stopped` or `failed`), text, tool calls and token counts; answers ending together share that write
+too (a group commit: the first to arrive writes for all that queue behind it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID, uuid4
+
+import orjson
+
+from vernis.answers.loop import (
+    AnswerEvent,
+    LoopSettings,
+    ModelSwitched,
+    ReasoningChunk,
+    TextChunk,
+    ToolFinished,
+    ToolStarted,
+    UsageAdded,
+    run_loop,
+)
+from vernis.conversation import events
+from vernis.conversation.store import ConversationStore, MessageUpdate
+from vernis.conversation.window import ConversationWindow, WindowEntry
+from vernis.exceptions import LLMError, VernisError
+from vernis.hub.base import EventHub
+from vernis.identity.members import MemberInfo
+from vernis.limits.usage import estimate_tokens
+from vernis.logs import conversation_context
+from vernis.metrics import Metrics
+from vernis.model.base import ChatModel, ModelRoute
+from vernis.model.traced import traced_model
+from vernis.store.models import MessageRole, MessageStatus
+from vernis.store.transactions import GroupCommit
+from vernis.tools.reviews import ReviewInfo
+from vernis.tools.runner import ToolRunner
+from vernis.tracing.spans import Tracing
+from vernis.webhooks.outbox import Outbox, ids
+
+__all__ = ["AnswerService", "AnswerSpec", "RunningAnswer", "announce_review"]
+
+logger = logging.getLogger("vernis.answers")
+
+FLUSH_INTERVAL = 1.0
+
+
+def announce_review(hub: EventHub, review: ReviewInfo) -> None:
+    """A write waits for a reviewer (SPEC §23): its card says so in the requester's conversation, and
+    every reviewer's socket hears of it (their review channel), on every instance."""
+    hub.publish(
+        review.conversation_id,
+        events.ReviewRequested(
+            review_id=review.id,
+            call_id=review.call_id,
+            tool_name=review.tool_name,
+            expires_at=review.expires_at,
+        ),
+    )
+    hub.publish(review.channel, events.ReviewRequired(review=review))
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerSpec:
+    conversation_id: UUID
+    messages: list[dict[str, Any]]
+    runner: ToolRunner | None
+    window: ConversationWindow
+    loop: LoopSettings
+    message_id: UUID = field(default_factory=uuid4)
+    # The first user message of the conversation when this answer completes its first exchange
+    # (the title is made from it); None otherwise.
+    first_user_message: str | None = None
+    # Whose tokens these are (usage and quotas, vernis.limits.quotas); None: nobody's.
+    member_id: UUID | None = None
+    organization_id: UUID | None = None
+    # Who asked (the guards of what the answer leaves behind, such as its title); None: nobody.
+    member: MemberInfo | None = None
+    # It continues the answer before it (after a review's outcome), nobody's message asked it.
+    continues: bool = False
+
+
+@dataclass(eq=False)
+class RunningAnswer:
+    spec: AnswerSpec
+    message_id: UUID = field(default_factory=uuid4)
+    owner: str = field(default_factory=lambda: uuid4().hex)
+    parts: list[str] = field(default_factory=list)
+    # The reasoning the model streamed (SPEC §19), kept apart from the text.
+    reasoning: list[str] = field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    # Of `prompt_tokens`, read from the provider's prompt cache (SPEC §19).
+    cached_tokens: int = 0
+    started_at: float = field(default_factory=time.monotonic)
+    first_token_at: float | None = None
+    task: asyncio.Task[None] | None = None
+    # The model that answers: the chat model, or the fallback that took over (SPEC §19).
+    model: str = ""
+    _dirty: bool = False
+
+    def __post_init__(self) -> None:
+        self.model = self.model or self.spec.loop.model
+
+    @property
+    def conversation_id(self) -> UUID:
+        return self.spec.conversation_id
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+    def tokens(self) -> tuple[int, int]:
+        """(input, output) tokens: the provider's figures, or an estimate when it sent none
+        (`vernis.limits.usage.estimate_tokens`)."""
+        if self.prompt_tokens or self.completion_tokens:
+            return self.prompt_tokens, self.completion_tokens
+        prompt = (m.get("content") for m in self.spec.messages)
+        arguments = (orjson.dumps(call["arguments"]).decode() for call in self.tool_calls)
+        return (
+            estimate_tokens(text for text in prompt if isinstance(text, str)),
+            estimate_tokens([self.text, *arguments]),
+        )
+
+
+# Called once an answer is stored: (conversation id, the stored message's position, final status).
+AnswerStored = Callable[[RunningAnswer, str], Awaitable[None]]
+
+
+class AnswerService:
+    def __init__(
+        self,
+        *,
+        store: ConversationStore,
+        hub: EventHub,
+        model: ChatModel,
+        metrics: Metrics | None = None,
+        outbox: Outbox | None = None,
+        tracing: Tracing | None = None,
+        fallbacks: Sequence[ModelRoute] = (),
+        store_reasoning: bool = True,
+    ) -> None:
+        self._store = store
+        # VERNIS_STORE_REASONING: whether the model's reasoning is stored with the answer (SPEC §19).
+        self._store_reasoning = store_reasoning
+        self._hub = hub
+        self._model = model
+        # `[[model.fallbacks]]` (SPEC §19): asked in order when the chat model fails before the first token.
+        self._fallbacks = tuple(fallbacks)
+        self._metrics = metrics or Metrics()
+        self._running: dict[UUID, RunningAnswer] = {}
+        # Approved writes being carried out, per conversation (`carry_out`).
+        self._writes: dict[UUID, set[asyncio.Task[None]]] = {}
+        self._stored_hooks: list[AnswerStored] = []
+        self._usage_hooks: list[AnswerStored] = []
+        self._flusher: asyncio.Task[None] | None = None
+        # The group commit of answer rows: rows waiting to be written, and whether a writer is at work.
+        # Final rows of answers ending together share one write (a group commit).
+        # Each with its `answer.completed` webhook rows (SPEC §22), written in the same transaction.
+        self._final_rows = GroupCommit[tuple[MessageUpdate, list[dict[str, Any]]]](
+            lambda items: store.update_messages(
+                [update for update, _ in items], [row for _, rows in items for row in rows]
+            )
+        )
+        self._outbox = outbox
+        # Traces (SPEC §22): a span per answer when an OTLP endpoint is set.
+        self._tracing = tracing or Tracing()
+
+    def on_stored(self, hook: AnswerStored) -> None:
+        self._stored_hooks.append(hook)
+
+    def on_usage(self, hook: AnswerStored) -> None:
+        """`hook` runs once the answer is stored and before its end is published (the next
+        message's quota check sees its tokens)."""
+        self._usage_hooks.append(hook)
+
+    def running(self, conversation_id: UUID) -> RunningAnswer | None:
+        return self._running.get(conversation_id)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._running)
+
+    def start(self, spec: AnswerSpec, owner: str) -> RunningAnswer:
+        """Run an answer; the caller already holds the conversation's lease as `owner`."""
+        answer = RunningAnswer(spec, message_id=spec.message_id, owner=owner)
+        self._running[spec.conversation_id] = answer
+        self._metrics.answers_in_flight.inc()
+        answer.task = asyncio.create_task(self._run(answer), name=f"answer {spec.conversation_id}")
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush_periodically(), name="answer flusher")
+        return answer
+
+    def carry_out(self, conversation_id: UUID, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Run `work` (an approved write and what follows it) as a task of the conversation: the
+        socket that approved it goes on answering meanwhile, `stop` cancels it like an answer, and
+        shutdown lets it finish within the grace period."""
+        task = asyncio.create_task(work, name=f"write {conversation_id}")
+        tasks = self._writes.setdefault(conversation_id, set())
+        tasks.add(task)
+
+        def done(finished: asyncio.Task[None]) -> None:
+            tasks.discard(finished)
+            if not tasks and self._writes.get(conversation_id) is tasks:
+                del self._writes[conversation_id]
+
+        task.add_done_callback(done)
+        return task
+
+    def stop(self, conversation_id: UUID) -> bool:
+        """Cancel the conversation's answer and the writes being carried out in it; whether there
+        was anything to stop."""
+        stopped = False
+        for task in self._writes.get(conversation_id, ()):
+            stopped = task.cancel() or stopped
+        answer = self._running.get(conversation_id)
+        if answer is None or answer.task is None or answer.task.done():
+            return stopped
+        answer.task.cancel()
+        return True
+
+    async def end_orphan(self, conversation_id: UUID, message_id: UUID) -> None:
+        """An answer whose instance died mid-answer (SPEC §10): its stored partial text is kept and
+        marked failed, and every socket that shows the conversation sees it end."""
+        await self._store.fail_answers([message_id])
+        self._hub.publish(
+            conversation_id,
+            events.ErrorOccurred(
+                code="llm_unavailable",
+                message="The answer was interrupted: the server writing it stopped. Send your message again.",
+            ),
+        )
+        self._hub.publish(
+            conversation_id,
+            events.AnswerEnded(conversation_id=conversation_id, message_id=message_id, stopped=False),
+        )
+
+    async def shutdown(self, grace: float) -> None:
+        """Let answers finish for `grace` seconds, then stop the rest (their partial text is stored)."""
+        tasks = [a.task for a in self._running.values() if a.task is not None]
+        tasks += [task for writes in self._writes.values() for task in writes]
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=grace)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        if self._flusher is not None:
+            self._flusher.cancel()
+            await asyncio.gather(self._flusher, return_exceptions=True)
+
+    # --- the run ------------------------------------------------------------------------------
+
+    async def _run(self, answer: RunningAnswer) -> None:
+        spec = answer.spec
+        conversation_id = spec.conversation_id
+        status = MessageStatus.COMPLETE
+        error: VernisError | None = None
+        traced = self._tracing.answer(
+            conversation_id=conversation_id,
+            message_id=answer.message_id,
+            model=spec.loop.model,
+            org=spec.member.organization_external_id if spec.member else None,
+        )
+        with conversation_context(conversation_id), traced as answer_trace:
+            self._hub.publish(
+                conversation_id,
+                events.AnswerStarted(
+                    conversation_id=conversation_id,
+                    message_id=answer.message_id,
+                    continues=True if spec.continues else None,
+                ),
+            )
+            try:
+                model = traced_model(self._model)
+                fallbacks = [ModelRoute(traced_model(route.client), route.model) for route in self._fallbacks]
+                await run_loop(
+                    model, spec.messages, spec.runner, spec.loop, self._emitter(answer), fallbacks=fallbacks
+                )
+            except asyncio.CancelledError:
+                status = MessageStatus.STOPPED
+                raise
+            except LLMError as exc:
+                status, error = MessageStatus.FAILED, exc
+                # The operator's text (which setting to check) and the detail: the logs only.
+                logger.warning(
+                    "answer failed: %s: %s %s",
+                    type(exc).__name__,
+                    exc.public_message,
+                    getattr(exc, "detail", ""),
+                )
+            except Exception:
+                status, error = MessageStatus.FAILED, VernisError()
+                logger.exception("answer failed")
+            finally:
+                answer_trace.ended(
+                    status.value,
+                    error,
+                    input_tokens=answer.prompt_tokens,
+                    output_tokens=answer.completion_tokens,
+                    text=answer.text,
+                )
+                # Shielded: a second cancellation (shutdown) must not lose what was written.
+                await asyncio.shield(self._finish(answer, status, error))
+
+    def _emitter(self, answer: RunningAnswer) -> Callable[[AnswerEvent], None]:
+        hub, conversation_id = self._hub, answer.spec.conversation_id
+        publish = hub.publish
+        parts = answer.parts
+        text_delta = events.TextDelta
+
+        def emit(event: AnswerEvent) -> None:
+            if type(event) is TextChunk:
+                # The hot path: no model objects, no storage, one small orjson encode.
+                parts.append(event.content)
+                answer._dirty = True
+                if answer.first_token_at is None:
+                    answer.first_token_at = time.monotonic()
+                publish(conversation_id, text_delta(event.content))
+            elif type(event) is ReasoningChunk:
+                answer.reasoning.append(event.content)
+                answer._dirty = True
+                publish(conversation_id, events.ReasoningDelta(event.content))
+            elif isinstance(event, ToolStarted):
+                answer.tool_calls.append(
+                    {
+                        "call_id": event.call_id,
+                        "tool_name": event.tool_name,
+                        "arguments": event.arguments,
+                        "status": "running",
+                        "result": None,
+                        # Where in the answer's text the call came (history puts its card there).
+                        "text_offset": sum(map(len, parts)),
+                    }
+                )
+                answer._dirty = True
+                publish(
+                    conversation_id,
+                    events.ToolCallStarted(
+                        call_id=event.call_id, tool_name=event.tool_name, arguments=event.arguments
+                    ),
+                )
+            elif isinstance(event, ToolFinished):
+                outcome = event.outcome
+                for stored in reversed(answer.tool_calls):
+                    if stored["call_id"] == outcome.call_id and stored["status"] == "running":
+                        stored.update(outcome.stored())
+                        break
+                answer._dirty = True
+                # A call that carried out an earlier preview (approved in the chat) also ends that
+                # preview's card.
+                cards = (
+                    [outcome.call_id]
+                    if outcome.resolved_call is None
+                    else [outcome.call_id, outcome.resolved_call]
+                )
+                for call_id in cards:
+                    publish(
+                        conversation_id,
+                        events.ToolCallCompleted(
+                            call_id=call_id,
+                            tool_name=outcome.tool_name,
+                            status=outcome.status,
+                            result=outcome.envelope,
+                        ),
+                    )
+                review = outcome.review
+                if review is not None:
+                    # Approved in the chat, sent to review (SPEC §23): the card waits, reviewers hear.
+                    announce_review(hub, review)
+                if outcome.confirmation_id is not None:
+                    publish(
+                        conversation_id,
+                        events.ConfirmationRequired(
+                            confirmation_id=outcome.confirmation_id,
+                            call_id=outcome.call_id,
+                            tool_name=outcome.tool_name,
+                            preview=outcome.preview,
+                        ),
+                    )
+                question = outcome.question
+                if question is not None:
+                    # The model asked (SPEC §17): the form, after its card.
+                    publish(
+                        conversation_id,
+                        events.QuestionRequired(
+                            question_id=question.id,
+                            call_id=outcome.call_id,
+                            title=question.title,
+                            questions=question.wire_questions(),
+                            expires_at=question.expires_at,
+                        ),
+                    )
+            elif isinstance(event, UsageAdded):
+                answer.prompt_tokens += event.prompt_tokens
+                answer.completion_tokens += event.completion_tokens
+                answer.cached_tokens += event.cached_tokens
+            elif isinstance(event, ModelSwitched):
+                answer.model = event.model
+
+        return emit
+
+    async def _flush_periodically(self) -> None:
+        """Every `FLUSH_INTERVAL`, write every streaming answer that changed, in one transaction;
+        ends when no answer runs (the next answer starts it again)."""
+        while self._running:
+            await asyncio.sleep(FLUSH_INTERVAL)
+            dirty = [answer for answer in self._running.values() if answer._dirty]
+            if not dirty:
+                continue
+            for answer in dirty:
+                answer._dirty = False
+            try:
+                await self._store.update_messages(
+                    [self._row(answer, MessageStatus.STREAMING) for answer in dirty]
+                )
+            except Exception:
+                # A failed flush is retried by the next one; the final write reports for real.
+                for answer in dirty:
+                    answer._dirty = True
+                logger.exception("flushing %d partial answers failed", len(dirty))
+
+    def _row(self, answer: RunningAnswer, status: MessageStatus, *, final: bool = False) -> MessageUpdate:
+        return MessageUpdate(
+            answer.message_id,
+            answer.text,
+            [dict(call) for call in answer.tool_calls] or None,
+            status,
+            prompt_tokens=(answer.prompt_tokens or None) if final else None,
+            completion_tokens=(answer.completion_tokens or None) if final else None,
+            reasoning="".join(answer.reasoning) or None if self._store_reasoning else None,
+            # A fallback answered (SPEC §19): the row names it, as the usage, logs and metrics do.
+            model=answer.model if final and answer.model != answer.spec.loop.model else None,
+        )
+
+    def _completed(self, answer: RunningAnswer, status: MessageStatus) -> list[dict[str, Any]]:
+        """The outbox rows of `answer.completed`, if a webhook asks for it."""
+        if (
+            self._outbox is None
+            or status != MessageStatus.COMPLETE
+            or not self._outbox.wants("answer.completed")
+        ):
+            return []
+        member = answer.spec.member
+        data = ids(
+            conversation_id=answer.conversation_id,
+            message_id=answer.message_id,
+            org=member.organization_external_id if member else None,
+            sub=member.external_id if member else None,
+            model=answer.model,
+        )
+        data["tools"] = [call["tool_name"] for call in answer.tool_calls]
+        return self._outbox.rows("answer.completed", data, text={"text": answer.text})
+
+    async def _finish(self, answer: RunningAnswer, status: MessageStatus, error: VernisError | None) -> None:
+        conversation_id = answer.spec.conversation_id
+        answer._dirty = False
+        for call in answer.tool_calls:
+            if call["status"] == "running":
+                call["status"] = "error"
+                call["result"] = {
+                    "ok": False,
+                    "error": {
+                        "code": "interrupted",
+                        "message": "The answer ended before this call finished.",
+                    },
+                }
+        try:
+            await self._final_rows.submit(
+                [(self._row(answer, status, final=True), self._completed(answer, status))]
+            )
+            if self._outbox is not None and status == MessageStatus.COMPLETE:
+                self._outbox.written()
+        except Exception:
+            logger.exception("storing the answer failed")
+            status, error = MessageStatus.FAILED, error or VernisError()
+        answer.spec.window.append(WindowEntry(MessageRole.ASSISTANT, answer.text, tuple(answer.tool_calls)))
+        for hook in self._usage_hooks:
+            try:
+                await hook(answer, status)
+            except Exception:
+                logger.exception("counting the answer's tokens failed")
+        if error is not None:
+            self._hub.publish(
+                conversation_id,
+                events.ErrorOccurred(
+                    code=error.code,
+                    message=error.user_message if isinstance(error, LLMError) else error.public_message,
+                ),
+            )
+        self._hub.publish(
+            conversation_id,
+            events.AnswerEnded(
+                conversation_id=conversation_id,
+                message_id=answer.message_id,
+                stopped=status == MessageStatus.STOPPED,
+                model=answer.model,
+            ),
+        )
+        self._running.pop(conversation_id, None)
+        await self._hub.release(conversation_id, answer.owner)
+        ended = time.monotonic()
+        self._record(answer, status, error, ended)
+        input_tokens, output_tokens = answer.tokens()
+        logger.info(
+            "answer %s",
+            status.value,
+            extra={
+                "outcome": status.value,
+                "model": answer.model,
+                "message_id": str(answer.message_id),
+                "duration_ms": round((ended - answer.started_at) * 1000),
+                "ttft_ms": round((answer.first_token_at - answer.started_at) * 1000)
+                if answer.first_token_at is not None
+                else None,
+                "tool_calls": len(answer.tool_calls),
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+                "cached_tokens": answer.cached_tokens,
+                # Estimated from text (vernis.limits.usage) when the provider reported none.
+                "tokens_estimated": not (answer.prompt_tokens or answer.completion_tokens),
+            },
+        )
+        for hook in self._stored_hooks:
+            try:
+                await hook(answer, status)
+            except Exception:
+                logger.exception("an answer hook failed")
+
+    def _record(
+        self, answer: RunningAnswer, status: MessageStatus, error: VernisError | None, ended: float
+    ) -> None:
+        """The answer's metrics (vernis.metrics), once, at its end."""
+        metrics = self._metrics
+        metrics.answers_in_flight.dec()
+        first = answer.first_token_at
+        metrics.answer_ended(
+            model=answer.model,
+            outcome=status.value,
+            duration=ended - answer.started_at,
+            time_to_first_chunk=None if first is None else first - answer.started_at,
+            input_tokens=answer.prompt_tokens,
+            output_tokens=answer.completion_tokens,
+            cached_tokens=answer.cached_tokens,
+            tool_outcomes=[(call["tool_name"], call["status"]) for call in answer.tool_calls],
+        )

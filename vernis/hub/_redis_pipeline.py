@@ -1,0 +1,434 @@
+"""The Redis hub's publisher: it takes the events `RedisHub.publish()` queues and sends them to Redis
+in batches, each batch one call of the publish script (`lua/publish.lua`).
+
+Publishing stays off the per-delta critical path: `queue()` appends to the batch being gathered and
+returns; the batch is due `linger` after its first event, and one call sends the events of every
+conversation in it. The script numbers them, keeps them for replay and relays them to the other
+instances; its reply, the first `seq` it gave each conversation's events, is handed to `deliver`,
+so the publishing instance gives its own subscribers their events from the frames it holds (they
+make no second trip through Redis).
+
+A batch is written without waiting for the reply of the one before (Redis runs the calls in the
+order written, at most `MAX_IN_FLIGHT` unanswered), on a connection of the publisher's own; the
+replies are read, and handed out, in that order.
+
+Frames are encoded once, before their `seq` is known: a frame that takes one ends with `"seq":0}`,
+and the script completes it with the seq it gives.
+
+Redis out of reach: queued events are kept, at most `max_queued` (beyond that every waiting event
+is dropped, and logged), and sent when Redis is back, after the batches that were written but not
+answered when the connection failed: those are sent again as they were, under their numbers, in
+the order they were made, and one Redis had run already is answered from the record the script
+kept of its reply (not run twice).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable
+from typing import cast
+from uuid import UUID
+
+import orjson
+import redis.asyncio as aioredis
+from redis.asyncio.connection import AbstractConnection
+from redis.exceptions import RedisError
+
+from vernis.conversation import events
+from vernis.hub.base import HubEvent
+
+__all__ = [
+    "CALL_SECONDS",
+    "LINGER_SECONDS",
+    "MAX_IN_FLIGHT",
+    "MAX_QUEUED_EVENTS",
+    "Deliver",
+    "Publisher",
+    "Queued",
+    "event_of",
+    "kind_of",
+    "read_window",
+]
+
+logger = logging.getLogger("vernis.hub.redis")
+
+# How long one call of the publish script may take, its send and its reply together.
+CALL_SECONDS = 5.0
+# Conversation ids kept as text for the next batches, at most (then forgotten, all at once).
+MAX_IDS_KEPT = 10_000
+# Batches written to Redis whose replies are not read yet, at most.
+MAX_IN_FLIGHT = 8
+# How long a batch of published events waits for more before it is sent (at most ~20 ms: SPEC §10).
+LINGER_SECONDS = 0.005
+# Events kept while Redis is out of reach; beyond that they are dropped (and logged).
+MAX_QUEUED_EVENTS = 100_000
+_SEQ_TAIL = ',"seq":0}'
+
+
+def kind_of(event: events.Event) -> tuple[str, str]:
+    """The event's kind in a batch and in the stream, and its extra (a start's message id)."""
+    if type(event) is events.TextDelta:
+        return "d", ""
+    if isinstance(event, events.AnswerStarted):
+        return "s", str(event.message_id)
+    if isinstance(event, events.AnswerEnded):
+        return "e", ""
+    return "o", ""
+
+
+def event_of(kind: str, frame: str) -> events.Event | None:
+    """The typed event a subscriber may need back from a relayed frame (deltas, starts, ends)."""
+    if kind == "o":
+        return None
+    data = orjson.loads(frame)
+    if kind == "d":
+        return events.TextDelta(data["content"])
+    if kind == "s":
+        return events.AnswerStarted(
+            UUID(data["conversation_id"]), UUID(data["message_id"]), continues=data.get("continues")
+        )
+    return events.AnswerEnded(
+        UUID(data["conversation_id"]), UUID(data["message_id"]), bool(data["stopped"]), data.get("model")
+    )
+
+
+async def read_window(
+    client: aioredis.Redis, seq_key: str, stream_key: str, after_seq: int, *, partial: bool = False
+) -> list[HubEvent] | None:
+    """A conversation's kept events after `after_seq`, from its seq and its stream, or None when the
+    window does not reach back to it (with `partial`, what it does reach: Redis lost its data, and
+    that is all there is)."""
+    last = await client.get(seq_key)
+    if last is None or (after_seq > int(last) and not partial):
+        return None
+    if after_seq == int(last):
+        return []
+    # Newest first, a page at a time, back to the first wanted seq.
+    found: list[HubEvent] = []
+    upper = "+"
+    now = time.monotonic()
+    while True:
+        page = cast(
+            list[tuple[str, dict[str, str]]],
+            await client.xrevrange(stream_key, max=upper, min="-", count=500),
+        )
+        if not page:
+            # The stream's start: complete if its first event is the first one wanted (the
+            # conversation's first events), else the window no longer reaches back that far.
+            found.reverse()
+            return found if (partial or (found and found[0].seq == after_seq + 1)) else None
+        for _, fields in page:
+            seq = int(fields["s"])
+            if seq <= after_seq:
+                found.reverse()
+                return found if (partial or not found or found[0].seq == after_seq + 1) else None
+            found.append(HubEvent(seq, fields["f"], event_of(fields["k"], fields["f"]), now))
+        last_id = page[-1][0]
+        millis, _, counter = last_id.partition("-")
+        if int(counter) > 0:
+            upper = f"{millis}-{int(counter) - 1}"
+        elif int(millis) > 0:
+            upper = f"{int(millis) - 1}-{2**63 - 1}"
+        else:
+            return found[::-1] if partial else None
+
+
+class Queued:
+    """One conversation's events waiting for the next batch: as the publish script takes them (its
+    id first), and as this instance hands them to its own subscribers once they are numbered (the
+    frame, without its seq when it takes one, and the event, kept for any but a delta)."""
+
+    __slots__ = ("frames", "lines")
+
+    def __init__(self, conversation_id: str) -> None:
+        self.lines = [conversation_id]
+        self.frames: list[tuple[str, bool, events.Event | None]] = []
+
+
+# Hands a batch's events to this instance's own subscribers: the batch's conversations and their
+# queued events, and the first seq given to each one's events, in the same order.
+Deliver = Callable[[dict[UUID, Queued], list[int]], Awaitable[None]]
+
+
+class _Line:
+    """The publisher's connection of its own: its calls of the publish script are written one after
+    the other without waiting for the replies of those before (Redis runs them and answers in the
+    order written), and the replies are read in that order.
+
+    Each call is `EVAL` with the script's text: Redis keeps the script compiled under its digest,
+    so a call costs it a digest of the text, and never fails with "no such script" (Redis
+    restarted or flushed its scripts) in the middle of calls already written.
+
+    Not a connection of the pool, and without redis-py's socket timeout, for what each would add to
+    every call: the blocking pool's checkout (its condition, its lock, its timing records) costs
+    about what the call itself does; and with a socket timeout redis-py sends each command in a task
+    of its own (`asyncio.wait_for`), which adds turns of the event loop to every call. On a loop near
+    its limit a turn lasts milliseconds, and every event of the batch waits for them. Connecting,
+    writing and reading are bounded by `asyncio.timeout` (`CALL_SECONDS`) instead.
+    """
+
+    def __init__(self, client: aioredis.Redis, script: str) -> None:
+        pool = client.connection_pool
+        self._connection_class = pool.connection_class
+        self._connection_kwargs = {**pool.connection_kwargs, "socket_timeout": None}
+        self._script = script
+        self._connection: AbstractConnection | None = None
+
+    @property
+    def lost(self) -> AbstractConnection | None:
+        """The connection, if it was lost (redis-py closed it after an error) but not yet forgotten."""
+        connection = self._connection
+        return connection if connection is not None and not connection.is_connected else None
+
+    async def connect(self) -> AbstractConnection:
+        """The connection, made if there is none. One connection is connected once: a lost one is
+        forgotten, never connected again (the replies of the calls written on it are gone)."""
+        connection = self._connection
+        if connection is None:
+            connection = self._connection = self._connection_class(**self._connection_kwargs)
+            try:
+                async with asyncio.timeout(CALL_SECONDS):
+                    await connection.connect()  # type: ignore[no-untyped-call]
+            except BaseException:
+                await self.forget(connection)
+                raise
+        return connection
+
+    def holds(self, connection: AbstractConnection) -> bool:
+        """Whether `connection` is the line's, and connected (not failed, not closed by redis-py)."""
+        return connection is self._connection and connection.is_connected
+
+    async def write(self, connection: AbstractConnection, *args: str | int) -> None:
+        packed = connection.pack_command("EVAL", self._script, *args)
+        async with asyncio.timeout(CALL_SECONDS):  # only waits when Redis stops reading
+            await connection.send_packed_command(packed, check_health=False)
+
+    async def forget(self, connection: AbstractConnection) -> None:
+        """Drop `connection` (failed: what it was doing is unknown); the next call connects anew."""
+        if self._connection is connection:
+            self._connection = None
+        await connection.disconnect(nowait=True)
+
+    async def close(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            await connection.disconnect()
+
+
+class _Sent:
+    """A batch written to Redis on `connection` (set by each write) whose reply is not read yet, or,
+    once that connection failed before the reply came, to be written again as it was, under its
+    number.
+
+    The whole batch is one argument of the call, whatever it holds: the client packs each argument
+    in Python, copying its buffer, so a call's cost must not grow with its conversations."""
+
+    __slots__ = ("batches", "connection", "count", "number", "payload")
+    connection: AbstractConnection
+
+    def __init__(self, batches: dict[UUID, Queued], count: int, number: int) -> None:
+        self.batches = batches
+        self.count = count
+        self.number = number
+        self.payload = "\r".join(["\n".join(queued.lines) for queued in batches.values()])
+
+
+class Publisher:
+    """Sends queued events to Redis in batches, each a call of `script` with `keys` and `args`,
+    then the batch and its number (`lua/publish.lua`). `run_sender()` and `run_receiver()` are its
+    two loops, run by the hub for as long as it runs."""
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        script: str,
+        *,
+        keys: list[str],
+        args: list[str],
+        deliver: Deliver,
+        linger: float = LINGER_SECONDS,
+        max_queued: int = MAX_QUEUED_EVENTS,
+    ) -> None:
+        self._line = _Line(client, script)
+        self._head: tuple[str | int, ...] = (len(keys), *keys, *args)
+        self._deliver = deliver
+        self._linger = linger
+        self._max_queued = max_queued
+        # Events waiting for the next batch, per conversation.
+        self._queued: dict[UUID, Queued] = {}
+        self._queued_count = 0
+        self._texts: dict[UUID, str] = {}
+        # Set when the batch being gathered is due (`linger` after its first event), or to retry.
+        self._wake = asyncio.Event()
+        self._due: asyncio.TimerHandle | None = None
+        # Batches written to Redis, oldest first, whose replies are not read yet.
+        self._in_flight: collections.deque[_Sent] = collections.deque()
+        # Batches to write again (their connection failed before their replies came), oldest first.
+        self._again: collections.deque[_Sent] = collections.deque()
+        # The number of the last batch made here (the publish script's record of it).
+        self._numbered = 0
+        self._sending = asyncio.Lock()
+        self._reading = asyncio.Lock()
+        # Set while a batch is in flight (the receiver waits for one); set when one leaves it.
+        self._sent = asyncio.Event()
+        self._progress = asyncio.Event()
+
+    def queue(self, conversation_id: UUID, kind: str, extra: str, frame: str, event: events.Event) -> None:
+        """Add an event to the batch being gathered: its kind and extra (`kind_of`; an end's extra is
+        the lease it releases, or ''), its frame encoded with seq 0. Never blocks."""
+        if frame.endswith(_SEQ_TAIL):
+            head, has_seq = frame[:-2], "1"
+        else:
+            head, has_seq = frame, "0"
+        queued = self._queued.get(conversation_id)
+        if queued is None:
+            # The id as text, kept: not made anew for every conversation of every batch.
+            text = self._texts.get(conversation_id)
+            if text is None:
+                if len(self._texts) >= MAX_IDS_KEPT:
+                    self._texts.clear()
+                text = self._texts[conversation_id] = str(conversation_id)
+            queued = self._queued[conversation_id] = Queued(text)
+        queued.lines.append(f"{kind}\t{extra}\t{has_seq}\t{head}")
+        queued.frames.append((head, has_seq == "1", None if kind == "d" else event))
+        self._queued_count += 1
+        if self._due is None:
+            # A timer, not the sender waking to sleep out the linger: at the linger's end the
+            # sender writes in the loop's next turn (waking first, then sleeping, takes two).
+            self._due = asyncio.get_running_loop().call_later(self._linger, self._ripe)
+
+    def _ripe(self) -> None:
+        self._due = None
+        self._wake.set()
+
+    async def flush(self) -> None:
+        """Send every queued event now, and wait until every batch sent is handed out here."""
+        await self._send()
+        while self._in_flight:
+            await self._receive()
+
+    async def run_sender(self) -> None:
+        while True:
+            await self._wake.wait()
+            while len(self._in_flight) >= MAX_IN_FLIGHT:
+                self._progress.clear()
+                await self._progress.wait()
+            self._wake.clear()
+            try:
+                await self._send()
+            except (RedisError, OSError) as exc:
+                logger.warning("publishing to Redis failed (%r); retrying", exc)
+                await asyncio.sleep(0.5)
+                self._wake.set()
+            except Exception:  # a bug here must not end publishing for good
+                logger.exception("publishing to Redis failed")
+                await asyncio.sleep(0.5)
+                self._wake.set()
+
+    async def run_receiver(self) -> None:
+        while True:
+            await self._sent.wait()
+            try:
+                await self._receive()
+            except (RedisError, OSError) as exc:  # kept for the sender's next try
+                logger.warning("publishing to Redis failed (%r); retrying", exc)
+            except Exception:  # a bug here must not end publishing for good
+                logger.exception("publishing to Redis failed")
+                await asyncio.sleep(0.5)
+
+    async def aclose(self) -> None:
+        """Send what is queued (if Redis answers) and close the connection."""
+        if self._due is not None:
+            self._due.cancel()
+            self._due = None
+        with contextlib.suppress(RedisError, OSError):
+            await self.flush()
+        await self._line.close()
+
+    async def _send(self) -> None:
+        """Write the batches to send again, then the queued events as one new batch, each as one call
+        of the publish script, without waiting for the reply of a batch written before (`_receive`
+        reads the replies, in order)."""
+        async with self._sending:
+            if not self._queued and not self._again:
+                return
+            lost = self._line.lost
+            if lost is not None:
+                await self._fail(lost)
+            try:
+                connection = await self._line.connect()
+            except BaseException:
+                self._bound()  # Redis out of reach: what waits must stay bounded meanwhile
+                raise
+            while self._again:
+                await self._write(connection, self._again.popleft())
+            if self._queued:
+                batches, self._queued = self._queued, {}
+                count, self._queued_count = self._queued_count, 0
+                self._numbered += 1
+                await self._write(connection, _Sent(batches, count, self._numbered))
+
+    async def _write(self, connection: AbstractConnection, sent: _Sent) -> None:
+        # In flight from now on: if the write fails, it is sent again in its place.
+        sent.connection = connection
+        self._in_flight.append(sent)
+        self._sent.set()
+        try:
+            if not self._line.holds(connection):
+                # Failed (by the receiver) while the batches before this one were written: redis-py
+                # would connect it anew, and batches on two connections may run out of order.
+                raise ConnectionError("the connection to Redis was lost")
+            await self._line.write(connection, *self._head, sent.payload, str(sent.number))
+        except BaseException:
+            await self._fail(connection)
+            raise
+
+    async def _receive(self) -> None:
+        """Read the reply of the oldest batch in flight and hand its events to the subscribers here."""
+        async with self._reading:
+            if not self._in_flight:
+                self._sent.clear()
+                return
+            sent = self._in_flight[0]
+            try:
+                async with asyncio.timeout(CALL_SECONDS):
+                    firsts: list[int] = await sent.connection.read_response(timeout=math.inf)
+            except BaseException:
+                await self._fail(sent.connection)
+                raise
+            if not self._in_flight or self._in_flight[0] is not sent:  # failed meanwhile: queued again
+                return
+            self._in_flight.popleft()
+            if not self._in_flight:
+                self._sent.clear()
+            self._progress.set()
+            await self._deliver(sent.batches, firsts)
+
+    async def _fail(self, connection: AbstractConnection) -> None:
+        """`connection` failed: every batch in flight on it is to be sent again, as it was, with the
+        ones waiting to be, in the order they were made (their numbers), ahead of anything queued
+        since. Whether Redis ran them is unknown: a batch it ran returns its recorded reply and is
+        not run again. Bounded, with the queue."""
+        failed = [sent for sent in self._in_flight if sent.connection is connection]
+        if failed:
+            self._in_flight = collections.deque(s for s in self._in_flight if s.connection is not connection)
+            if not self._in_flight:
+                self._sent.clear()
+            self._progress.set()
+            self._again = collections.deque(sorted([*failed, *self._again], key=lambda sent: sent.number))
+            self._bound()
+            self._wake.set()
+        await self._line.forget(connection)
+
+    def _bound(self) -> None:
+        """Drop every event waiting to be sent once there are more than `max_queued`."""
+        waiting = self._queued_count + sum(sent.count for sent in self._again)
+        if waiting > self._max_queued:
+            logger.error("Redis unreachable: dropping %d queued events", waiting)
+            self._again.clear()
+            self._queued, self._queued_count = {}, 0

@@ -1,0 +1,1 @@
+"""The model: the chat-model seam, its OpenAI-compatible adapter, the prompt, and the scripted model."""

@@ -1,0 +1,1 @@
+"""One socket's session and the use-cases its commands run."""
