@@ -39,8 +39,10 @@ export class ReviewsView {
     this.element.hidden = true;
   }
 
-  /** The whole list (`review_list`). A request already shown keeps its element, so a note being
-   * typed, or an answer on its way, survives a list that arrives meanwhile (a reconnect, say). */
+  /** The whole list (`review_list`). A request already shown keeps its element, and the element
+   * stays in the document unless the order changed, so a note being typed (its text and its focus:
+   * taking a focused field out of the document blurs it), or an answer on its way, survives a list
+   * that arrives meanwhile (a reconnect, say, or the view reopened). */
   setReviews(reviews) {
     const kept = new Map();
     for (const review of reviews) {
@@ -49,8 +51,20 @@ export class ReviewsView {
       }
       kept.set(review.review_id, this.items.get(review.review_id) || this.item(review));
     }
+    for (const [reviewId, item] of this.items) {
+      if (!kept.has(reviewId)) {
+        item.element.remove();
+      }
+    }
+    let next = this.list.firstElementChild;
+    for (const item of kept.values()) {
+      if (item.element === next) {
+        next = next.nextElementSibling;
+      } else {
+        this.list.insertBefore(item.element, next);
+      }
+    }
     this.items = kept;
-    this.list.replaceChildren(...[...kept.values()].map((item) => item.element));
     this.update();
   }
 

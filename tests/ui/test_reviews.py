@@ -146,3 +146,21 @@ async def test_a_note_being_typed_survives_a_fresh_list(vernis: Vernis, open_ui:
         await toggle.click()
     await expect(review).to_have_attribute("data-marked", "yes")
     await expect(review.locator(".review-note")).to_have_value("Half a tho")
+
+
+async def test_a_fresh_list_keeps_the_focus_in_the_note_being_typed(vernis: Vernis, open_ui: OpenUI) -> None:
+    """A review list that arrives mid-note leaves the caret in the note: the rest of the typing lands there."""
+    member = await open_ui(vernis)
+    admin = await open_ui(vernis, email="admin@acme.test")
+    sockets: list[WebSocket] = []
+    admin.page.on("websocket", lambda socket: sockets.append(socket))
+    await ask_and_approve(member, f"Free upgrade {uuid.uuid4().hex[:6]}")
+    await admin.open()
+    await admin.panel.locator(".reviews-toggle").click()
+    note = admin.panel.locator(".reviews .review .review-note")
+    await note.click()
+    await admin.page.keyboard.type("Half a tho")
+    async with sockets[-1].expect_event("framereceived", lambda frame: '"review_list"' in frame):
+        await admin.page.locator("vernis-assistant").evaluate("element => element.session.listReviews()")
+    await admin.page.keyboard.type("usand")
+    await expect(note).to_have_value("Half a thousand")
