@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import io
 import logging
 import os
 from collections.abc import AsyncIterator, Coroutine
@@ -329,16 +329,38 @@ def verifier_from(settings: Settings) -> TokenVerifier:
     )
 
 
+# How long a background task may take to end once cancelled, before shutdown goes on without it.
+STOP_SECONDS = 5.0
+
+
 @asynccontextmanager
-async def running(work: Coroutine[Any, Any, None], name: str) -> AsyncIterator[None]:
-    """`work` runs as a task while the block runs; cancelled and awaited on the way out."""
+async def running(
+    work: Coroutine[Any, Any, None], name: str, *, stop_seconds: float = STOP_SECONDS
+) -> AsyncIterator[None]:
+    """`work` runs as a task while the block runs; cancelled and awaited on the way out.
+
+    The wait is bounded: a task that has not ended `stop_seconds` after its cancellation (a library
+    that swallowed it, say, waiting on a lock inside a Redis client whose server is gone) is logged
+    with its stack and left behind, so a server's shutdown never hangs on one of its helpers. An
+    error the task ended with is raised, as `await task` would.
+    """
     task = asyncio.create_task(work, name=name)
     try:
         yield
     finally:
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        done, _ = await asyncio.wait({task}, timeout=stop_seconds)
+        if not done:
+            stack = io.StringIO()
+            task.print_stack(file=stack)
+            logger.error(
+                "%s did not end within %g s of its cancellation; shutdown goes on\n%s",
+                name,
+                stop_seconds,
+                stack.getvalue(),
+            )
+        elif not task.cancelled() and (error := task.exception()) is not None:
+            raise error
 
 
 async def recover_interrupted(store: ConversationStore, hub: EventHub, *, shared: bool) -> int:
