@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import jwt
@@ -25,6 +26,7 @@ from starlette.routing import Route
 
 from tests.utils import free_port, run_server
 from vernis.exceptions import AuthError
+from vernis.identity import tokens as tokens_module
 from vernis.identity.tokens import LEEWAY_SECONDS, MAX_ID_CHARS, ConfigError, TokenVerifier, issue_token
 
 SECRET = "a-test-secret-that-is-at-least-32-bytes-long"
@@ -497,16 +499,23 @@ async def test_concurrent_verifications_share_one_fetch(
 
 
 async def test_jwks_cache_expires(
-    make_verifier: MakeVerifier, jwks_host: JwksHost, ec_key: ec.EllipticCurvePrivateKey
+    make_verifier: MakeVerifier,
+    jwks_host: JwksHost,
+    ec_key: ec.EllipticCurvePrivateKey,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The set is refetched once jwks_cache_seconds have passed, not before."""
+    # The verifier's own clock, moved by the test (a busy machine's pauses must not expire the cache).
+    now = [1000.0]
+    monkeypatch.setattr(tokens_module, "time", SimpleNamespace(monotonic=lambda: now[0], time=time.time))
     jwks_host.keys = [jwk(ec_key, "e1")]
-    verifier = make_verifier(jwks_url=jwks_host.url, jwks_cache_seconds=0.3)
+    verifier = make_verifier(jwks_url=jwks_host.url, jwks_cache_seconds=30)
     token = sign(ec_key, "ES256", kid="e1")
     await verifier.verify(token)
+    now[0] += 29.9
     await verifier.verify(token)
     assert jwks_host.requests == 1
-    await asyncio.sleep(0.4)
+    now[0] += 0.1
     await verifier.verify(token)
     assert jwks_host.requests == 2
 
