@@ -1,4 +1,10 @@
-"""The `vernis` command line (SPEC §13), run as a real process against a real SQLite file."""
+"""The `vernis` command line (SPEC §13) against a real SQLite file.
+
+The commands run in the test's process (`vernis.cli.main`, with the environment, working directory,
+stdout and stderr each test gives it): a process of their own costs seconds of imports each. The
+seeded database every test copies is made by a real `python -m vernis seed-demo` process, which
+proves the entry point itself.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ from pathlib import Path
 import jwt
 import pytest
 
+from tests.utils import vernis_command
 from vernis.store.migrate import head_revision
 
 REPO = Path(__file__).resolve().parent.parent
@@ -33,6 +40,11 @@ def environment(database: Path, *, secret: str | None = SECRET) -> dict[str, str
 
 
 def vernis(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return vernis_command(*args, env=env, cwd=cwd)
+
+
+def vernis_process(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`python -m vernis ARGS`: the real command, in a process of its own."""
     return subprocess.run(
         [sys.executable, "-m", "vernis", *args],
         env=env,
@@ -59,7 +71,7 @@ def seeded_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh database that `vernis seed-demo` has migrated and seeded (tests copy it, never change it)."""
     directory = tmp_path_factory.mktemp("seeded")
     database = directory / "vernis.db"
-    result = vernis("seed-demo", env=environment(database), cwd=directory)
+    result = vernis_process("seed-demo", env=environment(database), cwd=directory)
     assert result.returncode == 0, result.stderr
     assert "rows added" in result.stdout
     return database

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
+from tests.utils import vernis_command
 from vernis.settings import DEFAULT_LLM_BASE_URL, RateLimit, Settings, load_settings
 
 SECRET = "settings-test-secret-long-enough-for-hs256"
@@ -192,15 +191,7 @@ def test_several_workers_without_redis_are_refused_naming_the_setting(tmp_path: 
     """`vernis serve --workers 2` without VERNIS_REDIS_URL exits 2 with a message naming VERNIS_REDIS_URL, before serving anything."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("VERNIS_")}
     env |= {"VERNIS_JWT_SECRET": "x" * 40, "VERNIS_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'v.db'}"}
-    result = subprocess.run(
-        [sys.executable, "-m", "vernis", "serve", "--workers", "2", "--port", "1"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = vernis_command("serve", "--workers", "2", "--port", "1", env=env, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert "VERNIS_REDIS_URL" in result.stderr
     assert not (tmp_path / "v.db").exists()

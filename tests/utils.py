@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
+import logging
+import os
 import random
 import socket
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -106,3 +111,45 @@ async def stopped(task: asyncio.Task[Any]) -> None:
     task.cancel()
     await asyncio.wait({task}, timeout=5)
     raise AssertionError(f"the server did not stop within {STOP_DEADLINE:.0f} s; tasks:\n{stacks.getvalue()}")
+
+
+def vernis_command(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`vernis ARGS` run in this process (`vernis.cli.main`) with exactly `env` as its environment, in
+    `cwd`, its exit status and output returned as `subprocess.run` would; the environment, the
+    working directory and the loggers `serve` configures are put back after.
+
+    A process of its own would cost seconds of imports (more under coverage) for each command;
+    keep those for the tests of the entry point itself and of what needs a process (a server).
+    """
+    from vernis.cli import main
+
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    loggers = [logging.getLogger(name) for name in ("vernis", "uvicorn")]
+    saved_loggers = [(logger.handlers[:], logger.propagate, logger.level) for logger in loggers]
+    # Text streams over bytes, as a process's are: a command may write to `sys.stdout.buffer`.
+    stdout, stderr = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8") for _ in range(2))
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                code = main(list(args))
+            except SystemExit as exc:  # argparse's usage errors
+                code = exc.code if isinstance(exc.code, int) else 2
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        os.chdir(saved_cwd)
+        for logger, (handlers, propagate, level) in zip(loggers, saved_loggers, strict=True):
+            logger.handlers[:], logger.propagate, logger.level = handlers, propagate, level
+    return subprocess.CompletedProcess(
+        [sys.executable, "-m", "vernis", *args], code, _text(stdout), _text(stderr)
+    )
+
+
+def _text(stream: io.TextIOWrapper) -> str:
+    stream.flush()
+    written = stream.buffer
+    assert isinstance(written, io.BytesIO)
+    return written.getvalue().decode()

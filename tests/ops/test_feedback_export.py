@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
-from asyncio.subprocess import PIPE
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,18 +18,16 @@ from tests.data import add_notification
 from tests.e2e.test_approvals import mark_read
 from tests.fixtures.server import Client, Vernis, VernisFactory
 from tests.ops.test_admin import ADMIN_TOKEN
+from tests.utils import vernis_command
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 async def run_cli(env: dict[str, str], *args: str) -> tuple[int | None, str, str]:
-    """`python -m vernis ARGS` in its own process: its exit code, standard output and error."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "vernis", *args, env=env, cwd=REPO, stdout=PIPE, stderr=PIPE
-    )
-    async with asyncio.timeout(60):
-        out, err = await process.communicate()
-    return process.returncode, out.decode(), err.decode()
+    """`vernis ARGS` (in this process, on a thread of its own: the command runs its own event
+    loop): its exit code, standard output and error."""
+    result = await asyncio.to_thread(vernis_command, *args, env=env, cwd=REPO)
+    return result.returncode, result.stdout, result.stderr
 
 
 async def feedback(vernis: Vernis, token: str | None = ADMIN_TOKEN, **params: str) -> httpx.Response:
