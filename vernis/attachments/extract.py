@@ -13,9 +13,6 @@ import logging
 import time
 from dataclasses import dataclass
 
-from pypdf import PdfReader
-from pypdf.errors import PdfReadError, PyPdfError
-
 __all__ = ["EXTRACT_SECONDS", "MAX_PDF_PAGES", "Extracted", "pdf_text", "plain_text"]
 
 logger = logging.getLogger("vernis.attachments")
@@ -57,6 +54,10 @@ async def pdf_text(data: bytes, max_chars: int, *, seconds: float = EXTRACT_SECO
 
 
 def _pdf_text(data: bytes, max_chars: int, deadline: float) -> Extracted:
+    # Imported on the first PDF, not at start: pypdf is a good part of a server process's imports.
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError, PyPdfError
+
     try:
         reader = PdfReader(io.BytesIO(data), strict=False)
         if reader.is_encrypted:

@@ -27,7 +27,6 @@ import orjson
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.context import Context
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
@@ -116,6 +115,9 @@ class Tracing:
         resource = Resource.create()
         if str(resource.attributes.get("service.name", "unknown_service")).startswith("unknown_service"):
             resource = resource.merge(Resource({"service.name": SERVICE_NAME}))
+        # The exporter (protobuf and its generated code) is imported only when traces are sent.
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
         provider = TracerProvider(resource=resource)
         exporter: SpanExporter = OTLPSpanExporter()
         if on_dropped is not None:
