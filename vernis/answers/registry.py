@@ -94,6 +94,8 @@ class AnswerSpec:
     member: MemberInfo | None = None
     # It continues the answer before it (after a review's outcome), nobody's message asked it.
     continues: bool = False
+    # The traceparent of the tool call it goes on from (SPEC §22): its trace is that answer's.
+    trace_parent: str | None = None
 
 
 @dataclass(eq=False)
@@ -277,6 +279,7 @@ class AnswerService:
             message_id=answer.message_id,
             model=spec.loop.model,
             org=spec.member.organization_external_id if spec.member else None,
+            parent=spec.trace_parent,
         )
         with conversation_context(conversation_id), traced as answer_trace:
             self._hub.publish(

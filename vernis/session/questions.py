@@ -120,6 +120,7 @@ async def answer_question(
         notice="\n\n".join([notice, *notes]),
         rate=session.rate,
         admitted=settle,
+        trace_parent=question.trace_parent,
     )
 
 

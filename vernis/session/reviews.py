@@ -297,7 +297,14 @@ async def _continue(services: Services, asker: Asker, review: ReviewInfo) -> Non
     )
     for _ in range(CONTINUE_TRIES):
         try:
-            await continue_answer(services, asker, review.conversation_id, key=str(review.id), notice=notice)
+            await continue_answer(
+                services,
+                asker,
+                review.conversation_id,
+                key=str(review.id),
+                notice=notice,
+                trace_parent=review.trace_parent,
+            )
             return
         except ResponseInProgress:
             await asyncio.sleep(CONTINUE_WAIT)

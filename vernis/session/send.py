@@ -222,6 +222,7 @@ async def continue_answer(
     notice: str,
     rate: SlidingWindow | None = None,
     admitted: Callable[[], Awaitable[None]] | None = None,
+    trace_parent: str | None = None,
 ) -> bool:
     """A new answer in `conversation_id` after a decision taken elsewhere (a review's outcome, SPEC
     §23-24, a question answered, §17): admitted like any answer (`Gate.admit`, with the rate window
@@ -230,7 +231,8 @@ async def continue_answer(
     once the answer is admitted and before the conversation is read (it records the decision; what
     it raises is raised, and nothing starts). `key` names the decision: a second call with the same
     key starts nothing. False when nothing started (the same key, or the conversation is gone);
-    raises what `Gate.admit` raises."""
+    raises what `Gate.admit` raises. `trace_parent`: the traceparent stored with what was decided
+    (SPEC §22): the new answer joins the trace of the answer that asked."""
     member, store, settings = asker.member, services.store, services.settings
     conversation = await store.get_conversation(conversation_id, member.id, member.organization_id)
     if conversation is None:
@@ -270,6 +272,7 @@ async def continue_answer(
         # Nobody said anything to this answer: no write it proposes is approved in the chat.
         replying_to="",
         continues=True,
+        trace_parent=trace_parent,
     )
     return True
 
@@ -288,6 +291,7 @@ async def _begin(
     first_user_message: str | None = None,
     replying_to: str | None = None,
     continues: bool = False,
+    trace_parent: str | None = None,
 ) -> None:
     """`start_answer` for `asker`, with or without a socket. `replying_to`: the text of the user's
     message the answer replies to (what a write confirmed in the chat is checked against), the
@@ -389,6 +393,7 @@ async def _begin(
             organization_id=member.organization_id,
             member=member,
             continues=continues,
+            trace_parent=trace_parent,
         ),
         admission.owner,
     )

@@ -278,6 +278,9 @@ class Approval(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_type=_tz())
     expires_at: datetime = Field(sa_type=_tz())
     resolved_at: datetime | None = Field(default=None, sa_type=_tz())
+    # The W3C traceparent of the tool call that made it, when the answer was traced (SPEC §22): the
+    # answer that goes on after it, on whichever instance, joins that trace.
+    trace_parent: str | None = Field(default=None, max_length=64)
 
 
 class ReviewStatus(enum.StrEnum):
@@ -322,6 +325,9 @@ class Review(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_type=_tz())
     expires_at: datetime = Field(sa_type=_tz())
     resolved_at: datetime | None = Field(default=None, sa_type=_tz())
+    # The W3C traceparent of the tool call that made it, when the answer was traced (SPEC §22): the
+    # answer that goes on after it, on whichever instance, joins that trace.
+    trace_parent: str | None = Field(default=None, max_length=64)
 
 
 class AuditEntry(SQLModel, table=True):
@@ -400,6 +406,9 @@ class Question(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_type=_tz())
     expires_at: datetime = Field(sa_type=_tz())
     resolved_at: datetime | None = Field(default=None, sa_type=_tz())
+    # The W3C traceparent of the tool call that made it, when the answer was traced (SPEC §22): the
+    # answer that goes on after it, on whichever instance, joins that trace.
+    trace_parent: str | None = Field(default=None, max_length=64)
 
 
 class WebhookStatus(enum.StrEnum):

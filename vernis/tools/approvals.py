@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vernis.store.models import Approval, ApprovalStatus, AuditEntry, Message, table_of, utcnow
+from vernis.tracing.spans import traceparent
 from vernis.webhooks.outbox import Outbox, ids
 
 __all__ = ["ApprovalInfo", "ApprovalService", "arguments_hash"]
@@ -56,6 +57,8 @@ class ApprovalInfo:
     expires_at: datetime
     # How it was resolved: "button", "chat", "superseded" (a new message moved on); None while pending.
     resolved_via: str | None = None
+    # The traceparent of the tool call that asked for it (SPEC §22), when traced.
+    trace_parent: str | None = None
 
 
 def _info(row: Any) -> ApprovalInfo:
@@ -73,6 +76,7 @@ def _info(row: Any) -> ApprovalInfo:
         created_at=row.created_at,
         expires_at=row.expires_at,
         resolved_via=row.resolved_via,
+        trace_parent=row.trace_parent,
     )
 
 
@@ -123,6 +127,7 @@ class ApprovalService:
             preview_json=preview,
             created_at=now,
             expires_at=now + timedelta(seconds=self.ttl),
+            trace_parent=traceparent(),
         )
         async with self._engine.begin() as connection:
             await connection.execute(sa.insert(_approval).values(row.model_dump()))

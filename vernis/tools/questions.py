@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vernis.store.models import Question, QuestionStatus, table_of, utcnow
 from vernis.tools.asking import AskUserArgs, QuestionSpec
+from vernis.tracing.spans import traceparent
 from vernis.webhooks.outbox import Outbox, ids
 
 __all__ = ["QuestionInfo", "QuestionService", "asked_envelope", "question_record"]
@@ -40,6 +41,8 @@ class QuestionInfo:
     answers: dict[str, Any] | None
     created_at: datetime
     expires_at: datetime
+    # The traceparent of the `ask_user` call (SPEC §22), when traced.
+    trace_parent: str | None = None
 
     def wire_questions(self) -> list[dict[str, Any]]:
         """The questions as the client gets them (`question_required`, history)."""
@@ -60,6 +63,7 @@ def _info(row: Any) -> QuestionInfo:
         answers=row.answers_json,
         created_at=row.created_at,
         expires_at=row.expires_at,
+        trace_parent=row.trace_parent,
     )
 
 
@@ -114,6 +118,7 @@ class QuestionService:
             questions_json=[question.model_dump(exclude_none=True) for question in args.questions],
             created_at=now,
             expires_at=now + timedelta(seconds=self.ttl),
+            trace_parent=traceparent(),
         )
         async with self._engine.begin() as connection:
             await connection.execute(sa.insert(_question).values(row.model_dump()))

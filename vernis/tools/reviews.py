@@ -61,6 +61,8 @@ class ReviewInfo:
     expires_at: datetime
     # The requester's name, when read with it (lists).
     requester_name: str | None = None
+    # The traceparent of the tool call that asked for the write (SPEC §22), when traced.
+    trace_parent: str | None = None
 
     @property
     def channel(self) -> UUID:
@@ -87,6 +89,7 @@ def _info(row: Any, requester_name: str | None = None) -> ReviewInfo:
         created_at=row.created_at,
         expires_at=row.expires_at,
         requester_name=requester_name,
+        trace_parent=row.trace_parent,
     )
 
 
@@ -138,6 +141,7 @@ class ReviewService:
             requester_permissions=sorted(requester_permissions),
             created_at=now,
             expires_at=now + timedelta(seconds=self.ttl),
+            trace_parent=approval.trace_parent,
         )
         async with self._engine.begin() as connection:
             await connection.execute(sa.insert(_review).values(row.model_dump()))

@@ -130,10 +130,19 @@ class Tracing:
         return self._tracer is not None
 
     def answer(
-        self, *, conversation_id: UUID, message_id: UUID, model: str, org: str | None
+        self,
+        *,
+        conversation_id: UUID,
+        message_id: UUID,
+        model: str,
+        org: str | None,
+        parent: str | None = None,
     ) -> _AnswerContext:
         """The span `invoke_agent` of one answer, current while the block runs (enter it in the
-        answer's own task). Its `ended()` is called before the block ends."""
+        answer's own task). Its `ended()` is called before the block ends. `parent`: the W3C
+        traceparent of the tool call this answer goes on from (a review decided, a form answered:
+        `traceparent()` when it was asked, stored with it), whose trace it joins as a child of that
+        call; None: a trace of its own."""
         if self._tracer is None:
             return _NOT_TRACED
         attributes: dict[str, Any] = {
@@ -145,7 +154,10 @@ class Tracing:
         }
         if org is not None:
             attributes["vernis.org"] = org
-        span = self._tracer.start_span("invoke_agent", kind=SpanKind.INTERNAL, attributes=attributes)
+        context = propagate.extract({"traceparent": parent}) if parent else None
+        span = self._tracer.start_span(
+            "invoke_agent", context=context, kind=SpanKind.INTERNAL, attributes=attributes
+        )
         return _Answer(self._tracer, span, content=self.content)
 
     async def shutdown(self) -> None:
@@ -251,6 +263,17 @@ class _Answer:
 def current() -> _Answer | None:
     """The answer traced in this context, if any."""
     return _answer.get()
+
+
+def traceparent() -> str | None:
+    """The W3C traceparent of the span current here (a tool call's, inside a traced answer), to be
+    stored with what an answer that goes on later starts from (`Tracing.answer(parent=...)`); None
+    when no answer is traced here."""
+    if _answer.get() is None:
+        return None
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier.get("traceparent")
 
 
 def tool_span(name: str, call_id: str, arguments: Any) -> _ToolContext:
