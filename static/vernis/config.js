@@ -1,4 +1,5 @@
-// The assistant's configuration, from the server it talks to (SPEC §11, §14): its name, whether the
+// The assistant's configuration, from the server it talks to (SPEC §11, §14): its name (and, when the
+// server gives them, its avatar image and the empty conversation's greeting), whether the
 // answers are scripted, the origins images may load from besides the server's, and the quick
 // actions this member may use (the server has already left out
 // those their permissions do not allow). An action with entity types belongs only on pages showing
@@ -6,10 +7,11 @@
 
 export const DEFAULT_NAME = "Vernis";
 const MAX_NAME_CHARS = 60;
+const MAX_GREETING_CHARS = 200;
 
 /** The configuration until the server's arrives, and when it cannot be had: no quick actions. */
 export function defaultConfig() {
-  return { name: DEFAULT_NAME, scripted: false, quickActions: [], pages: [], imageOrigins: [], reviewer: false, navigable: [] };
+  return { name: DEFAULT_NAME, greeting: "", avatarUrl: "", scripted: false, quickActions: [], pages: [], imageOrigins: [], reviewer: false, navigable: [] };
 }
 
 /**
@@ -65,6 +67,15 @@ export function parseConfig(body) {
   }
   if (typeof body.name === "string" && body.name.trim()) {
     config.name = body.name.trim().slice(0, MAX_NAME_CHARS);
+  }
+  // Optional: the welcome of an empty conversation ("" gives the panel's own, from the name), and
+  // the avatar's image, a path on the server or an http(s) URL (the panel draws it only from the
+  // server's origin or an image origin; else, and until then, the name's monogram).
+  if (typeof body.greeting === "string" && body.greeting.trim()) {
+    config.greeting = body.greeting.trim().slice(0, MAX_GREETING_CHARS);
+  }
+  if (typeof body.avatar_url === "string" && /^(\/(?!\/)|https?:\/\/)/i.test(body.avatar_url.trim())) {
+    config.avatarUrl = body.avatar_url.trim();
   }
   config.scripted = body.scripted === true;
   // Whether this member reviews others' writes: the panel shows its Reviews view.

@@ -17,9 +17,11 @@
 //   ("ok", "error", "rejected" or "expired"; not while a write waits for approval or for a reviewer),
 //   so the host refreshes what a write changed.
 // - `theme` attribute ("light", "dark", "auto") and the `--vernis-*` custom properties: assistant.css.
-// - `layout` attribute: "overlay" (default: the open panel covers the page's right edge) or "push"
+// - `layout` attribute: "overlay" (default: the open panel covers the page's right edge), "push"
 //   (the open side panel narrows the page instead: `<body>` gets a right margin of the panel's width,
-//   so the host's own header controls stay in view; not in full screen, nor on a narrow screen).
+//   so the host's own header controls stay in view; not in full screen, nor on a narrow screen), or
+//   "float" (a rounded card with a shadow, inset from the corner above the launcher; the page is
+//   left as it is; full width on a narrow screen).
 // - `element.onSignedOut = () => ...`: called when the server ends the session and no new token
 //   can be had (4401), e.g. to send the user to the host's sign-in page; with `getToken`, the panel
 //   also offers "Sign in again", which asks it anew.
@@ -31,12 +33,15 @@
 //   limited to the server's `navigable` routes; `element.registerRenderer(kind, render)`.
 // The assistant's name and the quick actions of an empty conversation come from the server
 // (`GET /api/assistant/config`); until they arrive, and if they cannot, it is "Vernis" with none.
+// So do, when the server gives them, its `avatar_url` and the empty conversation's `greeting`; else
+// the avatar is the name's monogram and the greeting "Hi, I'm <name>." over "How can I help?".
 // Shortcuts: Ctrl+/ (⌘/ on a Mac) opens and closes it; Escape closes the picker, then the panel.
 
 import { Composer, dataUrl, fetchAttachment } from "./attachments.js";
 import { defaultConfig, entityForRoute, fetchConfig, probeSession, quickActionsFor } from "./config.js";
 import { ClientTools } from "./clienttools.js";
 import { Connection } from "./connection.js";
+import { avatar } from "./avatar.js";
 import { h, icon } from "./dom.js";
 import { TokenRefresher, hostEvent, normalizePageContext, toolSummary } from "./host.js";
 import { loadMarkdown } from "./markdown.js";
@@ -278,9 +283,10 @@ export class VernisAssistant extends HTMLElement {
     this.launcher = h(
       "button",
       { type: "button", class: "launcher", "aria-controls": "vernis-panel", "aria-expanded": "false", "aria-keyshortcuts": "Control+/" },
-      [icon("chat"), this.launcherLabel],
+      [icon("chat"), icon("close"), this.launcherLabel],
     );
-    this.launcher.addEventListener("click", () => this.open());
+    // A toggle: with layout="float" it stays below the open card, as its close button.
+    this.launcher.addEventListener("click", () => (this.isOpen ? this.close() : this.open()));
 
     this.titleElement = h("h2", { id: "vernis-title", class: "title", dir: "auto" }, "New conversation");
     this.connText = h("span", { class: "conn-text" }, CONNECTION_TEXT.connecting);
@@ -492,6 +498,7 @@ export class VernisAssistant extends HTMLElement {
     };
     // The name this tab last had from the server: no "Vernis" flashing on each page of the host.
     this.showName(typeof saved.name === "string" && saved.name ? saved.name : this.config.name);
+    this.messages.setIdentity(this.identity());
     this.updateComposer();
   }
 
@@ -596,6 +603,7 @@ export class VernisAssistant extends HTMLElement {
       this.messages.setRenderer(this.messages.render);
     }
     this.showName(config.name);
+    this.messages.setIdentity(this.identity());
     this.persist({ name: config.name });
     this.scriptedNote.hidden = !config.scripted || Boolean(this.saved().scriptedNoteDismissed);
     this.reviewsToggle.hidden = !config.reviewer;
@@ -613,6 +621,24 @@ export class VernisAssistant extends HTMLElement {
     this.messages.showEmpty(this.emptyState());
     if (hadFocus) {
       this.input.focus();
+    }
+  }
+
+  /** Who answers, as the messages show it: the name, and the avatar's image when it may load. */
+  identity() {
+    return { name: this.nameElement.textContent || this.config.name, avatarUrl: this.avatarSource() };
+  }
+
+  /** The configured avatar's URL when it is on the server's origin or an image origin, else "". */
+  avatarSource() {
+    if (!this.config.avatarUrl) {
+      return "";
+    }
+    try {
+      const url = new URL(this.config.avatarUrl, this.serverOrigin);
+      return url.origin === this.serverOrigin || this.config.imageOrigins.includes(url.origin) ? url.href : "";
+    } catch {
+      return "";
     }
   }
 
@@ -893,6 +919,7 @@ export class VernisAssistant extends HTMLElement {
       return false;
     }
     this.messages.addUser(content, { pending: true, attachments: this.files.sent() });
+    this.messages.showThinking();
     this.files.clear();
     this.persist({ sent: true });
     this.sentBefore = true;
@@ -962,9 +989,13 @@ export class VernisAssistant extends HTMLElement {
       });
       return h("li", {}, element);
     };
+    // The server's greeting, or one from the name: "Hi, I'm Ada." over "How can I help?".
+    const greeting = this.config.greeting
+      ? [h("h3", { class: "empty-title", dir: "auto" }, this.config.greeting)]
+      : [h("p", { class: "empty-hello" }, `Hi, I'm ${this.identity().name}.`), h("h3", { class: "empty-title" }, "How can I help?")];
     return h("div", { class: "empty" }, [
-      h("div", { class: "empty-mark", "aria-hidden": "true" }, icon("chat")),
-      h("h3", { class: "empty-title" }, "How can I help?"),
+      avatar(this.identity(), "large"),
+      h("div", { class: "empty-greeting" }, greeting),
       h("p", { class: "empty-text" }, "Ask me anything about your work here. I ask before changing anything."),
       page.length ? h("ul", { class: "quick-actions page-actions", "aria-label": "About this page" }, page.map((action) => button(action, "page"))) : null,
       general.length ? this.quickActionList(general.map((action) => button(action))) : null,
@@ -1211,6 +1242,8 @@ export class VernisAssistant extends HTMLElement {
       this.messages.notice("Not connected: your edit was not sent.", { kind: "error" });
       return false;
     }
+    // After the edited message, which messages.js adds once this returns.
+    queueMicrotask(() => this.messages.showThinking());
     this.updateComposer();
     return true;
   }
@@ -1226,6 +1259,7 @@ export class VernisAssistant extends HTMLElement {
     if (this.session.busy || !this.session.regenerate()) {
       return false;
     }
+    this.messages.showThinking();
     this.updateComposer();
     return true;
   }

@@ -3,6 +3,7 @@
 // except the answer's markdown, which goes through the sanitizing renderer.
 
 import { attachmentList } from "./attachments.js";
+import { avatar, paint } from "./avatar.js";
 import { renderBlocks } from "./blocks.js";
 import { appendReasoning } from "./reasoning.js";
 import { filledIcon, h, humanize, icon, readable } from "./dom.js";
@@ -60,6 +61,52 @@ export class MessageList {
     });
     // The host page's renderers of UI block kinds (`el.registerRenderer`): kind -> (data, container).
     this.renderers = new Map();
+    // Who answers: the name and avatar at the head of each turn's answer ({name, avatarUrl}).
+    this.identity = { name: "Vernis", avatarUrl: "" };
+    // The answer to come, between a message sent and the server's `assistant_start`: the head of an
+    // answer and its "Thinking…" line (not a `.msg`: nothing is answered yet).
+    this.pendingAnswer = null;
+  }
+
+  /** The assistant's name or avatar changed: the answers already shown follow. */
+  setIdentity(identity) {
+    this.identity = { name: identity.name, avatarUrl: identity.avatarUrl || "" };
+    for (const element of this.log.querySelectorAll(".answer-head")) {
+      paint(element.querySelector(".avatar"), this.identity);
+      element.querySelector(".answer-name").textContent = this.identity.name;
+    }
+  }
+
+  /** The name and avatar that open an assistant's turn. */
+  answerHead() {
+    return h("div", { class: "answer-head" }, [avatar(this.identity), h("span", { class: "answer-name" }, this.identity.name)]);
+  }
+
+  /** "Thinking…" from the moment a message is sent until the answer's first text (or tool call). */
+  showThinking() {
+    this.hideThinking();
+    this.hideEmpty();
+    this.pendingAnswer = h("div", { class: "pending-answer" }, [this.answerHead(), thinkingLine()]);
+    this.append(this.pendingAnswer, true);
+  }
+
+  hideThinking() {
+    if (this.pendingAnswer) {
+      this.pendingAnswer.remove();
+      this.pendingAnswer = null;
+    }
+  }
+
+  /** The answer has something to show (text, a tool call, an end): its "Thinking…" gives way. */
+  settle(answer) {
+    if (answer.thinking) {
+      answer.thinking.remove();
+      answer.thinking = null;
+    }
+    if (answer.reasoning) {
+      answer.reasoning.element.removeAttribute("data-active");
+    }
+    answer.element.removeAttribute("data-thinking");
   }
 
   /** Render blocks of `kind` with `render` from now on, and again on the cards already shown. */
@@ -85,6 +132,7 @@ export class MessageList {
 
   clear() {
     this.log.replaceChildren();
+    this.pendingAnswer = null;
     this.answers.clear();
     this.cards.clear();
     this.turns = [];
@@ -211,6 +259,7 @@ export class MessageList {
 
   /** An edit the server refused: the earlier exchange is current again. */
   editRefused() {
+    this.hideThinking();
     const turn = this.turns.pop();
     if (!turn) {
       return;
@@ -285,6 +334,7 @@ export class MessageList {
 
   /** The last message sent was refused (not stored): mark it. */
   markLastUserRefused(reason) {
+    this.hideThinking();
     const messages = this.log.querySelectorAll(".msg.user");
     const last = messages[messages.length - 1];
     if (!last) {
@@ -351,6 +401,7 @@ export class MessageList {
 
   startAnswer(messageId, { streaming = false, createdAt = null, continues = false } = {}) {
     this.hideEmpty();
+    this.hideThinking();
     let answer = this.answers.get(messageId);
     if (answer) {
       // Joined again while it streams: everything so far (its text, its tool calls, in their order)
@@ -368,10 +419,12 @@ export class MessageList {
     } else {
       const body = h("div", { class: "answer-body" });
       const footer = h("div", { class: "answer-footer" });
+      // The first answer of a turn opens with the assistant's name and avatar; one that continues
+      // the answer before it (after a review's outcome) goes on under that one's.
       const element = h(
         "article",
-        { class: "msg assistant", "data-message-id": messageId, "aria-label": "Assistant" },
-        [body, footer],
+        { class: "msg assistant", "data-message-id": messageId, "aria-label": "Assistant", "data-continues": continues ? "" : null },
+        [continues ? null : this.answerHead(), body, footer],
       );
       answer = { id: messageId, element, body, footer, parts: [], createdAt: createdAt || new Date().toISOString() };
       // Right after another answer: it was written again (`regenerate`), this is its newer version;
@@ -396,6 +449,11 @@ export class MessageList {
       }
     }
     if (streaming) {
+      if (!answer.parts.length && !answer.thinking && !answer.reasoning) {
+        answer.thinking = thinkingLine();
+        answer.body.prepend(answer.thinking);
+        answer.element.setAttribute("data-thinking", "");
+      }
       answer.element.setAttribute("aria-busy", "true");
       answer.element.setAttribute("data-streaming", "");
       answer.footer.replaceChildren(
@@ -417,6 +475,7 @@ export class MessageList {
   appendText(answer, text) {
     let part = answer.parts[answer.parts.length - 1];
     if (!part || part.kind !== "text") {
+      this.settle(answer);
       const element = h("div", { class: "markdown", dir: "auto" });
       part = { kind: "text", text: "", element, stream: new StreamingMarkdown(element) };
       answer.parts.push(part);
@@ -477,6 +536,7 @@ export class MessageList {
   }
 
   finish(answer, { stopped = false, failed = answer.failed === true } = {}) {
+    this.settle(answer);
     // Its text drawn to the end, once: what waited for the next frame, and the last block of what
     // was drawn in pieces while it streamed (see streaming.js).
     for (const part of answer.parts) {
@@ -562,6 +622,7 @@ export class MessageList {
 
   answerError(messageId, message, retry = null) {
     const answer = this.answer(messageId);
+    this.settle(answer);
     answer.failed = true;
     const button = retry ? h("button", { type: "button", class: "button small retry" }, "Retry") : null;
     if (button) {
@@ -681,6 +742,7 @@ export class MessageList {
     const element = h("div", { class: "tool-card", "data-call-id": callId, "data-status": "running" }, [details]);
     card = { callId, toolName, element, details, status, resultSection, confirm: null, ui: null, blocks: null };
     this.cards.set(callId, card);
+    this.settle(answer);
     answer.parts.push({ kind: "tool", element });
     answer.body.append(element);
     this.followIfNear();
@@ -852,6 +914,12 @@ export class MessageList {
   scrollToBottom() {
     this.log.scrollTop = this.log.scrollHeight;
   }
+}
+
+/** The line an answer shows until its first text: a live status, its dot animated (unless the
+ * user asked for reduced motion). Reasoning streamed meanwhile folds into it (reasoning.js). */
+function thinkingLine() {
+  return h("div", { class: "thinking", role: "status" }, [h("span", { class: "thinking-dot", "aria-hidden": "true" }), h("span", { class: "thinking-label" }, "Thinking…")]);
 }
 
 /** "14:05" (the date too when not today), with the full date and time on hover. */
