@@ -26,7 +26,7 @@ from vernis.store.migrate import head_revision
 REPO = Path(__file__).resolve().parent.parent
 SECRET = "cli-test-secret-that-is-long-enough-for-hs256"
 # A deadline, not a wait: generous, for a machine busy with the rest of the suite (pytest-xdist).
-COMMAND_TIMEOUT = 60
+COMMAND_TIMEOUT = 180
 
 
 def environment(database: Path, *, secret: str | None = SECRET) -> dict[str, str]:

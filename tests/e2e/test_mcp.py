@@ -9,7 +9,6 @@ import asyncio
 import json
 import logging
 import os
-import sys
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -26,7 +25,7 @@ from websockets.exceptions import InvalidStatus
 from tests.data import database
 from tests.fixtures.server import Client, Vernis, VernisFactory, text_of
 from tests.tools.test_mcp_support import PLANTED, Desk, Vendor
-from tests.utils import free_port
+from tests.utils import free_port, vernis_command
 from vernis.model.scripted import SCRIPTED_CHAT_MODEL, Reply, ScriptedToolCall
 from vernis.model.scripted.scenarios import context_text, last_user_text
 
@@ -375,19 +374,10 @@ async def test_check_config_lists_mcp_tools_per_role_and_servers_down(tmp_path: 
             "VERNIS_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'v.db'}",
             "VERNIS_JWT_SECRET": "check-config-secret-that-is-long-enough",
         }
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "vernis",
-            "check-config",
-            env=env,
-            cwd=tmp_path,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        stdout, stderr = await asyncio.wait_for(process.communicate(), 30)
-    assert process.returncode == 0, stderr.decode()
-    lines = stdout.decode().splitlines()
+        # In this process, on a thread (the command runs its own event loop; the Desk serves on this one).
+        result = await asyncio.to_thread(vernis_command, "check-config", env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
     member = next(line for line in lines if line.startswith("  member: "))
     assert "desk__find_tickets" in member
     assert "desk__close_ticket" in member

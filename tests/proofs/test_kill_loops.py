@@ -72,6 +72,8 @@ def integrity(database: Path) -> tuple[str, list[Any]]:
 
 
 @pytest.mark.slow
+# Eleven process starts: on a busy two-core machine this outlasts pytest-timeout's four minutes.
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize(
     "iterations", [pytest.param(10, id="10"), pytest.param(100, id="100", marks=pytest.mark.long)]
 )
