@@ -178,7 +178,7 @@ async def test_a_run_while_an_answer_is_running_is_409(vernis: Vernis) -> None:
 
 
 async def test_a_write_ends_the_run_with_an_approval_interrupt_and_resume_runs_it(vernis: Vernis) -> None:
-    """A write awaiting approval ends the run with an interrupt (tool_approval, the preview in metadata); a run resuming it as resolved runs the write once and streams its result; resuming it again is 404."""
+    """A write awaiting approval ends the run with an interrupt (tool_approval, the preview in metadata); a run resuming it as resolved runs the write once and streams its result, then the answer that reads it; resuming it again is 404."""
     notification_id = await add_notification(vernis)
     vernis.scripted.add(
         Reply(tool_calls=[ScriptedToolCall("mark_notification_read", {"notification_id": notification_id})]),
@@ -199,8 +199,14 @@ async def test_a_write_ends_the_run_with_an_approval_interrupt_and_resume_runs_i
     assert not await is_read(vernis, notification_id)
 
     resume = [{"interruptId": interrupt["id"], "status": "resolved"}]
+    vernis.scripted.add(
+        "It is marked read.", match=lambda body: "The user approved" in str(body["messages"][0]["content"])
+    )
     resumed = await run(vernis, run_input(thread, message, resume=resume))
-    assert types(resumed) == ["RUN_STARTED", "TOOL_CALL_RESULT", "RUN_FINISHED"]
+    kinds = types(resumed)
+    assert kinds[:3] == ["RUN_STARTED", "TOOL_CALL_RESULT", "TEXT_MESSAGE_START"]
+    assert kinds[-2:] == ["TEXT_MESSAGE_END", "RUN_FINISHED"]
+    assert text(resumed) == "It is marked read."
     result = resumed[1]
     assert result["toolCallId"] == interrupt["toolCallId"]
     assert orjson.loads(result["content"])["data"]["read"] is True

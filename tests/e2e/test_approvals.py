@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from tests.data import add_notification, database, is_read
-from tests.fixtures.server import Client, Vernis, VernisFactory
+from tests.fixtures.server import Client, Vernis, VernisFactory, text_of, types_of
 from vernis.model.scripted import Reply, ScriptedToolCall
 from vernis_crm import toolkit as crm_toolkit
+
+
+def previewed(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The history's last assistant message with tool calls: the one that showed the preview (the
+    answer that read a decision's outcome follows it)."""
+    return [
+        e
+        for e in events
+        if e["type"] == "history_message" and e["role"] == "assistant" and e.get("tool_calls")
+    ][-1]
 
 
 async def sql(vernis: Vernis, statement: str, **params: Any) -> list[Any]:
@@ -62,6 +74,7 @@ async def test_preview_then_button_approval_writes_once(vernis: Vernis) -> None:
         assert done["call_id"] == confirmation["call_id"]
         assert done["status"] == "ok"
         assert done["result"]["data"]["read"] is True
+        await client.until("assistant_end")  # the answer that reads the outcome
         await client.send("confirm_tool", confirmation_id=confirmation["confirmation_id"], approved=True)
         (again,) = await client.expect("error")
         assert again["code"] == "not_found"
@@ -79,6 +92,7 @@ async def test_rejection_changes_nothing_and_is_told_to_the_model(vernis: Vernis
         await client.send("confirm_tool", confirmation_id=confirmation["confirmation_id"], approved=False)
         (done,) = await client.expect("tool_call_completed")
         assert done["status"] == "rejected"
+        await client.until("assistant_end")  # the answer that reads the outcome
         await client.answer("ok, what now?")
     assert not await is_read(vernis, notification_id)
     assert await audit(vernis) == [("mark_notification_read", "rejected")]
@@ -190,7 +204,7 @@ async def test_preview_card_survives_a_reconnect(vernis: Vernis) -> None:
         confirmation, _ = await preview(client, vernis, notification_id)
     async with vernis.connect() as client:
         events = await client.until("history_end")
-        assistant = [e for e in events if e["type"] == "history_message" and e["role"] == "assistant"][-1]
+        assistant = previewed(events)
         (call,) = assistant["tool_calls"]
         assert call["status"] == "needs_confirmation"
         assert call["result"]["data"]["confirmation_id"] == confirmation["confirmation_id"]
@@ -201,7 +215,7 @@ async def test_preview_card_survives_a_reconnect(vernis: Vernis) -> None:
         assert done["status"] == "ok"
     async with vernis.connect() as client:
         events = await client.until("history_end")
-        assistant = [e for e in events if e["type"] == "history_message" and e["role"] == "assistant"][-1]
+        assistant = previewed(events)
         assert assistant["tool_calls"][0]["status"] == "ok"
     assert await is_read(vernis, notification_id)
 
@@ -237,7 +251,7 @@ async def test_history_keeps_an_answered_preview_and_where_each_call_came(vernis
         await client.until("title_updated")
     async with vernis.connect() as client:
         events = await client.until("history_end")
-        assistant = [e for e in events if e["type"] == "history_message" and e["role"] == "assistant"][-1]
+        assistant = previewed(events)
         (call,) = assistant["tool_calls"]
         assert call["text_offset"] == len("Let me look.")
         assert assistant["content"].startswith("Let me look.")
@@ -249,7 +263,7 @@ async def test_history_keeps_an_answered_preview_and_where_each_call_came(vernis
         assert done["status"] == "rejected"
     async with vernis.connect() as client:
         events = await client.until("history_end")
-        assistant = [e for e in events if e["type"] == "history_message" and e["role"] == "assistant"][-1]
+        assistant = previewed(events)
         (call,) = assistant["tool_calls"]
         assert call["status"] == "rejected"
         assert call["text_offset"] == len("Let me look.")
@@ -294,3 +308,32 @@ async def test_a_new_message_supersedes_a_pending_approval(vernis: Vernis) -> No
             call for e in events if e["type"] == "history_message" for call in e.get("tool_calls") or []
         ]
         assert card["status"] == "expired"
+
+
+def after_decision(word: str) -> Callable[[dict[str, Any]], bool]:
+    """The request of the answer that reads an approval's outcome (`word`: approved / rejected)."""
+    return lambda body: (
+        f"The user {word} the mark_notification_read change" in str(body["messages"][0]["content"])
+    )
+
+
+@pytest.mark.parametrize("approved", [True, False], ids=["approved", "rejected"])
+async def test_a_decision_on_a_card_is_followed_by_an_answer_that_reads_its_outcome(
+    vernis: Vernis, approved: bool
+) -> None:
+    """After Approve or Reject the conversation goes on: the card ends, then a new answer (continues) whose model read the outcome says what happened."""
+    notification_id = await add_notification(vernis)
+    word = "approved" if approved else "rejected"
+    async with vernis.opened() as client:
+        confirmation, _ = await preview(client, vernis, notification_id)
+        vernis.scripted.add(f"Done: you {word} it.", match=after_decision(word))
+        await client.send("confirm_tool", confirmation_id=confirmation["confirmation_id"], approved=approved)
+        events = await client.until("assistant_end")
+    assert types_of(events)[:2] == ["tool_call_completed", "assistant_start"]
+    assert events[0]["status"] == ("ok" if approved else "rejected")
+    assert events[1]["continues"] is True
+    assert text_of(events) == f"Done: you {word} it."
+    request = vernis.scripted.requests[-1]
+    (outcome,) = [m for m in request["messages"] if m["role"] == "tool"]
+    assert ('"ok":true' in outcome["content"].replace(" ", "")) is approved
+    assert await is_read(vernis, notification_id) is approved

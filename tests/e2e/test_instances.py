@@ -230,6 +230,7 @@ async def test_an_approval_resolved_on_the_other_instance_reaches_the_next_reque
                 (done,) = await second.expect("tool_call_completed")
                 assert done["status"] == "ok"
             await first.until("tool_call_completed")  # the outcome, seen live on A
+            await first.until("assistant_end")  # then the answer that read it, from B
             await first.answer("is it done?")
         (request,) = [
             r

@@ -64,6 +64,8 @@ class Run:
     conversation_id: str = ""
     previews: list[Preview] = field(default_factory=list)
     writes: int = 0
+    # Every event each tab received through a decision, in order (`continued` reads them).
+    log: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     async def open(self, name: str) -> None:
         query = f"?conversation_id={self.conversation_id}" if self.conversation_id else ""
@@ -93,7 +95,32 @@ class Run:
     async def settle(self, name: str) -> list[dict[str, Any]]:
         """Everything the tab has received so far (a ping's pong comes after it)."""
         await self.tabs[name].send("ping")
-        return await self.tabs[name].until("pong")
+        events = await self.tabs[name].until("pong")
+        self.log.setdefault(name, []).extend(events)
+        return events
+
+    async def recv(self, name: str) -> dict[str, Any]:
+        event = await self.tabs[name].recv(timeout=20)
+        self.log.setdefault(name, []).append(event)
+        return event
+
+    def mark(self) -> dict[str, int]:
+        return {name: len(self.log.setdefault(name, [])) for name in self.tabs}
+
+    async def continued(self, mark: dict[str, int]) -> None:
+        """The answer that reads a decision's outcome (SPEC §24), started after `mark`, has ended in
+        every tab: the next message is not refused as `response_in_progress` for it."""
+        for name in sorted(self.tabs):
+            while True:
+                seen = self.log[name][mark.get(name, 0) :]
+                started = [
+                    e["message_id"] for e in seen if e["type"] == "assistant_start" and e.get("continues")
+                ]
+                if started and any(
+                    e["type"] == "assistant_end" and e["message_id"] == started[-1] for e in seen
+                ):
+                    break
+                await self.recv(name)
 
     async def settle_all(self) -> list[dict[str, Any]]:
         return [event for name in sorted(self.tabs) for event in await self.settle(name)]
@@ -125,10 +152,11 @@ class Run:
             events[-1]["type"] == "error"
             or (events[-1]["type"] == "tool_call_completed" and events[-1]["call_id"] == preview.call_id)
         ):
-            events.append(await self.tabs[name].recv(timeout=20))
+            events.append(await self.recv(name))
         return events + await self.settle(name)
 
     async def button(self, tab: str, preview: Preview, approved: bool) -> None:
+        mark = self.mark()
         await self.tabs[tab].send("confirm_tool", confirmation_id=preview.confirmation_id, approved=approved)
         events = [
             e for e in await self.outcome(tab, preview) if e["type"] in ("tool_call_completed", "error")
@@ -140,6 +168,7 @@ class Run:
             ], events
             preview.state = "executed" if approved else "rejected"
             self.writes += approved
+            await self.continued(mark)
         else:
             assert [(e["type"], e.get("code")) for e in events] == [("error", "not_found")], events
             self.answered_late(preview)
@@ -151,6 +180,7 @@ class Run:
 
     async def both(self, preview: Preview) -> None:
         approve = {"confirmation_id": preview.confirmation_id, "approved": True}
+        mark = self.mark()
         await asyncio.gather(*(tab.send("confirm_tool", **approve) for tab in self.tabs.values()))
         if preview.state == "pending":
             # One tab is refused at once; the write of the other ends the card in both.
@@ -164,6 +194,7 @@ class Run:
             assert errors == ["not_found"], events
             preview.state = "executed"
             self.writes += 1
+            await self.continued(mark)
         else:
             assert done == [], events
             assert errors == ["not_found", "not_found"], events
@@ -175,7 +206,7 @@ class Run:
         while not events or not (
             events[-1]["type"] == "tool_call_completed" and events[-1]["call_id"] == preview.call_id
         ):
-            events.append(await self.tabs[name].recv(timeout=20))
+            events.append(await self.recv(name))
         return events + await self.settle(name)
 
     async def chat(self, tab: str, preview: Preview) -> None:

@@ -85,7 +85,8 @@ async def previewed(app: App, tab: Tab, notification_id: uuid.UUID) -> dict[str,
 
 async def stored_call(app: App, tab: Tab) -> dict[str, Any]:
     assert tab.session.conversation is not None
-    _, answer = await app.services.store.messages(tab.session.conversation.id)
+    # The preview's answer: the second message (the answer that reads the outcome may follow it).
+    answer = (await app.services.store.messages(tab.session.conversation.id))[1]
     assert answer.tool_calls is not None
     (call,) = answer.tool_calls
     return call

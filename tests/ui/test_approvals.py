@@ -228,7 +228,13 @@ async def test_times_read_as_the_organizations_wall_clock(login_page: UI) -> Non
 
 
 async def test_history_renders_exactly_what_the_live_answer_rendered(ui: UI) -> None:
-    """Live and after reloads an answer is the same element by element: text, card in place, approval outcome kept."""
+    """Live and after reloads an answer is the same element by element: text, card in place, approval outcome kept; after Approve a new answer says what happened."""
+    ui.vernis.scripted.add(
+        "Alex Rivera is now one of your contacts.",
+        match=lambda body: (
+            "The user approved the create_contact change" in str(body["messages"][0]["content"])
+        ),
+    )
     await ask_to_create_contact(ui)
     live_pending = await ui.log.evaluate(SNAPSHOT)
     await ui.page.reload()
@@ -240,9 +246,12 @@ async def test_history_renders_exactly_what_the_live_answer_rendered(ui: UI) -> 
     await card.get_by_role("button", name="Approve").click()
     await expect(card.locator(".tool-status")).to_have_text("Approved · done")
     await expect(card.locator(".confirm-outcome")).to_have_text("Approved. The change was made.")
+    # The conversation goes on: the answer that read the outcome says what happened.
+    following = await ui.answered(2)
+    await expect(following.locator(".answer-body")).to_have_text("Alex Rivera is now one of your contacts.")
     live_done = await ui.log.evaluate(SNAPSHOT)
     # The text before the call, the card, the text after it: in that order.
-    answer = ui.answers().last
+    answer = ui.answers().first
     order = await answer.locator(".answer-body > *").evaluate_all(
         "(parts) => parts.map((part) => part.className)"
     )

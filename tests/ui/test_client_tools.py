@@ -197,13 +197,14 @@ async def test_the_documented_host_page_works_as_written(
             await expect(ui.page.locator("#new-ticket")).to_be_visible()
             await expect(ui.page.get_by_label("Subject")).to_have_value("Printer on fire again")
             await expect(ui.page.get_by_label("Priority")).to_have_value("high")
+            await ui.answered(3)  # the answer that read the approved call's outcome
 
             vernis.scripted.add(
                 Reply(tool_calls=[ScriptedToolCall("navigate", {"path": "/reports/weekly"})]), match="weekly"
             )
             vernis.scripted.add(Reply("Here is the weekly report."), match=after_tool)
             await ui.send("show me the weekly report")
-            await ui.answered(3)
+            await ui.answered(4)
             await expect(ui.log.locator(".tool-card").last).to_have_attribute("data-status", "ok")
             assert ui.page.url == f"{url}/reports/weekly"
 
@@ -217,5 +218,5 @@ async def test_the_documented_host_page_works_as_written(
                 "document.querySelector('vernis-assistant').send('Hello from the host')"
             )
             assert sent is True
-            await expect(await ui.answered(4)).to_contain_text("Hello, host.")
+            await expect(await ui.answered(5)).to_contain_text("Hello, host.")
             await expect(ui.log.locator(".msg.user").last).to_contain_text("Hello from the host")

@@ -39,6 +39,8 @@ logger = logging.getLogger("vernis.agui")
 
 # At most this long, the run's end waits for its answer to let go of the conversation.
 RELEASE_SECONDS = 5.0
+# At most this long after resumed approvals' outcomes, the run waits for the answer that reads them.
+CONTINUATION_SECONDS = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +183,9 @@ class Run:
             yield sse(translator.started(), translator.seq)
             async for chunk in follow(translator, self._stream.queue):
                 yield chunk
+            if translator.resumed_writes:
+                async for chunk in self._continuation():
+                    yield chunk
             await self._released()
             yield sse(translator.finish(), translator.seq)
         finally:
@@ -189,6 +194,28 @@ class Run:
                 self._pages.park(self._key, self._session)
             else:
                 self._session.close()
+
+    async def _continuation(self) -> AsyncIterator[str]:
+        """After resumed approvals' outcomes: the answer that reads them (SPEC §24), followed to its
+        end when it starts within `CONTINUATION_SECONDS`; else (a limit refused it, the conversation
+        is busy) the run ends, and the answer, if it comes later, is in the thread's history."""
+        translator, queue = self.translator, self._stream.queue
+        deadline = asyncio.get_running_loop().time() + CONTINUATION_SECONDS
+        while True:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    event = await queue.get()
+            except TimeoutError:
+                return
+            chunk = translator.frame(event)
+            if event.get("type") == "assistant_start":
+                translator.done = False
+                yield chunk
+                async for chunk in follow(translator, queue):
+                    yield chunk
+                return
+            if chunk:
+                yield chunk
 
     async def _released(self) -> None:
         """Wait until the answer that ended the run, when it runs here, has let go of the conversation

@@ -132,6 +132,8 @@ class RunTranslator:
         self._stopped = False
         self._answering = False
         self._awaiting: set[str] = set()
+        # The run resumed approvals: the answer that reads their outcome follows (`Run.stream`).
+        self.resumed_writes = False
         # The answer whose end ended the run (its message id), if one did.
         self.ended: str | None = None
 
@@ -144,6 +146,7 @@ class RunTranslator:
         """The run resumed approvals: it ends once these calls completed (their writes ran or were
         rejected), unless an answer started meanwhile (then at its end)."""
         self._awaiting |= call_ids
+        self.resumed_writes = True
 
     def frame(self, event: Mapping[str, Any]) -> str:
         """The SSE text of one Vernis event in seq order: "" for one at or below `seq` (sent before,

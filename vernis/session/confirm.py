@@ -7,6 +7,10 @@ what history replay and the model's next window see: an approved write's result,
 rejected it. An approved write runs as a task of the conversation (`AnswerService.carry_out`): the
 socket goes on answering meanwhile, `stop` ends it (recorded as stopped), and it ends as a
 `timeout` after `VERNIS_TOOL_TIMEOUT` seconds.
+
+Then the conversation goes on (SPEC §24): a new answer (`assistant_start`, `continues`) reads the
+outcome, the write's result or the rejection, and tells the user what happened. A write stopped
+midway is not followed by one.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pydantic import BaseModel
 
 from vernis.exceptions import Forbidden, NotFound, ResponseInProgress
 from vernis.session.reviews import send_to_review
+from vernis.session.send import Asker, continue_when_free
 from vernis.session.settle import SUPERSEDED, settle
 from vernis.store.models import ApprovalStatus, utcnow
 from vernis.tools import Tool, ToolContext, error_envelope
@@ -102,6 +107,34 @@ async def confirm_tool(session: Session, confirmation_id: UUID, approved: bool) 
         "rejected", "The user rejected this change; nothing was changed.", hint="Do not retry it unasked."
     )
     await settle(session, approval, "rejected", rejected)
+    services.answers.carry_out(approval.conversation_id, _go_on(session, approval, approved=False))
+
+
+async def _go_on(session: Session, approval: ApprovalInfo, *, approved: bool) -> None:
+    """The answer that reads the decision's outcome (stored in the preview's tool call by now)."""
+    name = approval.tool_name
+    if approved:
+        notice = (
+            f"The user approved the {name} change you proposed earlier and it was carried out: its "
+            f"outcome is the result of that {name} call above. Tell the user in a sentence or two what "
+            "happened, naming what was created or changed. Do not call that tool again for it."
+        )
+    else:
+        notice = (
+            f"The user rejected the {name} change you proposed earlier: nothing was changed (the "
+            f"result of that {name} call above). Acknowledge it in a sentence; do not propose it again "
+            "unasked."
+        )
+    await continue_when_free(
+        session.services,
+        Asker.of(session),
+        approval.conversation_id,
+        key=f"approval:{approval.id}",
+        notice=notice,
+        about="an approval",
+        rate=session.rate,
+        trace_parent=approval.trace_parent,
+    )
 
 
 async def _carry_out(
@@ -128,3 +161,4 @@ async def _carry_out(
         logger.exception("an approved write of %s could not be carried out", tool.name)
         return
     await settle(session, approval, "ok" if envelope["ok"] else "error", envelope)
+    await _go_on(session, approval, approved=True)

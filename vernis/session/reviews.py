@@ -30,12 +30,9 @@ from vernis.exceptions import (
     Forbidden,
     MessageBlocked,
     NotFound,
-    QuotaExceeded,
-    RateLimited,
-    ResponseInProgress,
 )
 from vernis.runtime import Services
-from vernis.session.send import Asker, continue_answer
+from vernis.session.send import Asker, continue_when_free
 from vernis.store.models import ReviewStatus, utcnow
 from vernis.tools import Tool, ToolContext, error_envelope
 from vernis.tools.approvals import ApprovalInfo
@@ -54,9 +51,6 @@ EXPIRED = "This review request has expired; the requester must ask for the chang
 # Bounds of the time between two sweeps for overdue requests, in seconds.
 EXPIRY_SWEEP_MIN = 0.25
 EXPIRY_SWEEP_MAX = 60.0
-# How long a review's new answer waits for the requester's answer in flight to end.
-CONTINUE_TRIES = 60
-CONTINUE_WAIT = 0.5
 
 
 def _reviews(services: Services) -> ReviewService:
@@ -295,20 +289,12 @@ async def _continue(services: Services, asker: Asker, review: ReviewInfo) -> Non
         f"outcome is the result of that {review.tool_name} call above. Tell the user in a sentence or "
         "two what happened (with the reviewer's note if there is one). Do not call that tool again."
     )
-    for _ in range(CONTINUE_TRIES):
-        try:
-            await continue_answer(
-                services,
-                asker,
-                review.conversation_id,
-                key=str(review.id),
-                notice=notice,
-                trace_parent=review.trace_parent,
-            )
-            return
-        except ResponseInProgress:
-            await asyncio.sleep(CONTINUE_WAIT)
-        except (RateLimited, QuotaExceeded) as exc:
-            logger.info("the answer after a review was refused: %s", exc.code)
-            return
-    logger.info("the answer after a review did not start: the conversation stayed busy")
+    await continue_when_free(
+        services,
+        asker,
+        review.conversation_id,
+        key=str(review.id),
+        notice=notice,
+        about="a review",
+        trace_parent=review.trace_parent,
+    )

@@ -26,7 +26,7 @@ from vernis.conversation.store import (
     MessageUpdate,
 )
 from vernis.conversation.window import ConversationWindow, WindowEntry
-from vernis.exceptions import MessageBlocked, NotFound
+from vernis.exceptions import MessageBlocked, NotFound, QuotaExceeded, RateLimited, ResponseInProgress
 from vernis.identity.members import MemberInfo
 from vernis.limits.rate import SlidingWindow
 from vernis.model.prompt import (
@@ -47,9 +47,13 @@ from vernis.tools.runner import ToolRunner, Toolset
 if TYPE_CHECKING:
     from vernis.session.state import Session
 
-__all__ = ["Asker", "continue_answer", "send_user_message", "start_answer"]
+__all__ = ["Asker", "continue_answer", "continue_when_free", "send_user_message", "start_answer"]
 
 logger = logging.getLogger("vernis.chat")
+
+# How long an answer after a decision waits for an answer in flight in its conversation to end.
+CONTINUE_TRIES = 60
+CONTINUE_WAIT = 0.5
 
 
 async def send_user_message(
@@ -275,6 +279,35 @@ async def continue_answer(
         trace_parent=trace_parent,
     )
     return True
+
+
+async def continue_when_free(
+    services: Services,
+    asker: Asker,
+    conversation_id: UUID,
+    *,
+    key: str,
+    notice: str,
+    about: str,
+    rate: SlidingWindow | None = None,
+    trace_parent: str | None = None,
+) -> None:
+    """`continue_answer`, once the conversation is free: an answer still running there is waited
+    for (up to `CONTINUE_TRIES` x `CONTINUE_WAIT` seconds). Refused by a limit, or the conversation
+    busy throughout, nothing starts and it is logged (`about` names the decision): the outcome stays
+    stored, and the model reads it with the member's next message."""
+    for _ in range(CONTINUE_TRIES):
+        try:
+            await continue_answer(
+                services, asker, conversation_id, key=key, notice=notice, rate=rate, trace_parent=trace_parent
+            )
+            return
+        except ResponseInProgress:
+            await asyncio.sleep(CONTINUE_WAIT)
+        except (RateLimited, QuotaExceeded) as exc:
+            logger.info("the answer after %s was refused: %s", about, exc.code)
+            return
+    logger.info("the answer after %s did not start: the conversation stayed busy", about)
 
 
 async def _begin(
