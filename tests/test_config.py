@@ -67,6 +67,15 @@ def test_no_file_means_defaults_unless_one_was_named(tmp_path: Path, monkeypatch
             "toolkits.0.key: the environment variable NOT_SET",
         ),
         ('title = "x"\n', "title: unknown key"),
+        (
+            '[assistant]\navatar_url = "javascript:alert(1)"\n',
+            "assistant.avatar_url: must be a path on the server",
+        ),
+        (
+            '[assistant]\navatar_url = "//elsewhere.test/a.png"\n',
+            "assistant.avatar_url: must be a path on the server",
+        ),
+        (f'[assistant]\ngreeting = "{"x" * 201}"\n', "assistant.greeting: String should have at most 200"),
         ("[assistant\n", "not valid TOML"),
         (
             '[[mcp_servers]]\nname = "b"\nurl = "http://x"\n[[mcp_servers]]\nname = "b"\nurl = "http://y"\n',

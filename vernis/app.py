@@ -125,6 +125,8 @@ def build_catalog(
         pages=pages,
         quick_actions=actions,
         assistant_name=config.assistant.name,
+        greeting=config.assistant.greeting,
+        avatar_url=config.assistant.avatar_url,
         instructions=config.assistant.instructions,
         reviews=_reviews(settings, config, toolkits, where),
         ask_user=config.assistant.ask_user,

@@ -115,6 +115,20 @@ class AssistantSection(_Section):
     instructions: Annotated[str, StringConstraints(max_length=8000)] | None = None
     # The built-in `ask_user` tool (SPEC §17): the model may ask the user questions in a form.
     ask_user: bool = True
+    # The panel's empty conversation says this (default: "Hi, I'm <name>." and "How can I help?").
+    greeting: (
+        Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)] | None
+    ) = None
+    # The image beside the assistant's name (default: its initial): a path on the Vernis server, or an
+    # http(s) URL on one of `[embed] image_origins` (the panel loads images from nowhere else).
+    avatar_url: Annotated[str, StringConstraints(max_length=2048)] | None = None
+
+    @field_validator("avatar_url")
+    @classmethod
+    def _avatar(cls, url: str | None) -> str | None:
+        if url is not None and not re.fullmatch(r"(/(?!/)|https?://[^\s/?#]+/?)[^\s]*", url):
+            raise ValueError("must be a path on the server (/...) or an http:// or https:// URL")
+        return url
 
 
 class FallbackEntry(_Section):

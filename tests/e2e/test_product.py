@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -194,3 +195,27 @@ async def test_authenticate_with_another_member_or_a_bad_token_closes_4401(
             await client.recv()
     assert closed.value.rcvd is not None
     assert closed.value.rcvd.code == 4401
+
+
+async def test_the_panel_config_carries_the_greeting_and_avatar_of_the_configuration(
+    vernis_factory: VernisFactory, tmp_path: Path
+) -> None:
+    """`[assistant] greeting` and `avatar_url` reach the panel through /api/assistant/config; unset, both are null."""
+    config = tmp_path / "vernis.toml"
+    config.write_text(
+        '[assistant]\nname = "Ada"\ngreeting = "  Ask me about your customers.  "\navatar_url = "/static/ada.png"\n'
+    )
+    async with vernis_factory(config=config) as vernis, httpx.AsyncClient(base_url=vernis.http_url) as http:
+        shown = (
+            await http.get("/api/assistant/config", headers={"Authorization": f"Bearer {vernis.token()}"})
+        ).json()
+    assert (shown["name"], shown["greeting"], shown["avatar_url"]) == (
+        "Ada",
+        "Ask me about your customers.",
+        "/static/ada.png",
+    )
+    async with vernis_factory() as vernis, httpx.AsyncClient(base_url=vernis.http_url) as http:
+        shown = (
+            await http.get("/api/assistant/config", headers={"Authorization": f"Bearer {vernis.token()}"})
+        ).json()
+    assert (shown["greeting"], shown["avatar_url"]) == (None, None)

@@ -54,6 +54,8 @@ class Catalog:
         pages: Iterable[PagePattern] = (),
         quick_actions: Iterable[QuickAction] = (),
         assistant_name: str = "Vernis",
+        greeting: str | None = None,
+        avatar_url: str | None = None,
         instructions: str | None = None,
         reviews: Mapping[str, str] | None = None,
         ask_user: bool = False,
@@ -63,6 +65,9 @@ class Catalog:
         # approved it, waits for a second member.
         self.reviews: dict[str, str] = dict(reviews or {})
         self.assistant_name = assistant_name
+        # How the panel presents the assistant (`[assistant] greeting`, `avatar_url`): None, its defaults.
+        self.greeting = greeting
+        self.avatar_url = avatar_url
         self.registry = ToolRegistry()
         self.resolvers: dict[str, tuple[str, EntityResolver]] = {}
         names: set[str] = set()

@@ -123,6 +123,9 @@ async def _assistant_config(request: Request) -> Response:
     return JSONResponse(
         {
             "name": catalog.assistant_name,
+            # The empty conversation's greeting and the image beside the name; null: the panel's own.
+            "greeting": catalog.greeting,
+            "avatar_url": catalog.avatar_url,
             "scripted": services.scripted,
             "quick_actions": actions,
             "pages": pages,
