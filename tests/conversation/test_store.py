@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tests.fixtures.db import *  # noqa: F403
+from vernis.conversation.records import CONTINUATION_PREFIX
 from vernis.conversation.store import (
     ConversationFull,
     ConversationInfo,
@@ -179,6 +180,26 @@ async def test_list_conversations_pages(store: ConversationStore, demo: Demo) ->
     for limit in (0, 101):
         with pytest.raises(ValueError, match="limit"):
             await store.list_conversations(demo.owner.id, demo.owner.organization_id, limit=limit)
+
+
+async def test_the_listed_count_leaves_earlier_versions_out(store: ConversationStore, demo: Demo) -> None:
+    """The picker's count is what the conversation shows: an answer written again and an edited exchange are not counted; an answer that continues the one before it is."""
+    conversation = await _new(store, demo.owner)
+    add = store.add_message
+    await add(conversation.id, "user", "hello")  # 0: an exchange edited later
+    await add(conversation.id, "assistant", "hi")  # 1
+    await store.supersede(conversation.id, 0)
+    await add(conversation.id, "user", "hello again")  # 2
+    await add(conversation.id, "assistant", "first try")  # 3: written again by 4
+    await add(conversation.id, "assistant", "second try")  # 4
+    await add(conversation.id, "user", "approve it")  # 5
+    await add(conversation.id, "assistant", "shall I?")  # 6: continued by 7, not a version
+    await add(conversation.id, "assistant", "done", client_message_id=f"{CONTINUATION_PREFIX}approval:1")  # 7
+    (listed,), _ = await store.list_conversations(demo.owner.id, demo.owner.organization_id)
+    assert (listed.id, listed.message_count) == (conversation.id, 5)  # 2, 4, 5, 6, 7
+    stored = await store.get_conversation(conversation.id, demo.owner.id, demo.owner.organization_id)
+    assert stored is not None
+    assert stored.message_count == 8
 
 
 async def test_list_conversations_breaks_ties_by_id(

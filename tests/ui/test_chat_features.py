@@ -83,7 +83,7 @@ async def test_quick_actions_are_laid_out_evenly(vernis: Vernis, open_ui: OpenUI
 
 
 async def test_regenerate_keeps_the_earlier_answer_as_a_version(ui: UI) -> None:
-    """ "Write this answer again" streams a new version; the earlier one is a click away (1 / 2), the same after a reload; only the last answer offers it."""
+    """ "Write this answer again" streams a new version; the earlier one is a click away (1 / 2), the same after a reload; only the last answer offers it; the picker does not count it."""
     ui.vernis.scripted.add(Reply("The first take."), match=chat_about("take"), times=1)
     ui.vernis.scripted.add(Reply("The second take."), match=chat_about("take"), times=1)
     ui.vernis.scripted.add(Reply("Sure."), match=chat_about("thanks"))
@@ -119,6 +119,9 @@ async def test_regenerate_keeps_the_earlier_answer_as_a_version(ui: UI) -> None:
     await expect(ui.log.get_by_role("button", name="Write this answer again")).to_have_count(1)
     await expect(ui.answers().last.get_by_role("button", name="Write this answer again")).to_be_visible()
     await expect(ui.log.locator(".regenerate")).to_have_count(3)
+    # The picker counts what the conversation shows: the earlier version is not a message of its own.
+    await ui.panel.get_by_role("button", name="Conversations").click()
+    await expect(ui.picker.locator(".conv").first.locator(".conv-meta")).to_contain_text("4 messages")
 
 
 async def test_edit_and_resend_keeps_the_original_as_an_earlier_version(ui: UI) -> None:

@@ -16,7 +16,7 @@ from uuid import UUID
 
 import sqlalchemy as sa
 
-from vernis.conversation.records import ConversationInfo, MessageUpdate, StoredMessage
+from vernis.conversation.records import CONTINUATION_PREFIX, ConversationInfo, MessageUpdate, StoredMessage
 from vernis.store.models import Conversation, Message, MessageRole, MessageStatus, UTCDateTime, table_of
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "CONVERSATION_COLUMNS",
     "CONVERSATION_EXISTS",
     "INSERT_MESSAGE",
+    "LISTED_COLUMNS",
     "MESSAGE_COLUMNS",
     "NO_LIMIT",
     "ROLES",
@@ -241,6 +242,42 @@ STATUSES = frozenset(status.value for status in MessageStatus)
 
 # Selected under the names of the dataclass fields, so that a row maps onto its dataclass by name.
 CONVERSATION_COLUMNS = tuple(_conversation.c[field.name] for field in fields(ConversationInfo))
+
+
+def _shown_count() -> sa.Label[int]:
+    """The messages a conversation shows as its own (the session picker's count): every stored one
+    but the earlier versions, that is, an edited exchange (`superseded`) and an answer written again
+    (one directly followed by another answer that is not its continuation)."""
+    message, after = _message.alias("shown"), _message.alias("after")
+    rewritten = (
+        sa.select(sa.literal(1))
+        .where(
+            after.c.conversation_id == message.c.conversation_id,
+            after.c.position == message.c.position + 1,
+            after.c.role == MessageRole.ASSISTANT.value,
+            sa.or_(
+                after.c.client_message_id.is_(None),
+                sa.not_(after.c.client_message_id.startswith(CONTINUATION_PREFIX, autoescape=True)),
+            ),
+        )
+        .exists()
+    )
+    count = (
+        sa.select(sa.func.count())
+        .where(
+            message.c.conversation_id == _conversation.c.id,
+            message.c.status != MessageStatus.SUPERSEDED.value,
+            sa.not_(sa.and_(message.c.role == MessageRole.ASSISTANT.value, rewritten)),
+        )
+        .scalar_subquery()
+    )
+    return count.label("message_count")
+
+
+# A conversation as the session picker lists it: `message_count` is what it shows (`_shown_count`).
+LISTED_COLUMNS = tuple(
+    _shown_count() if column.name == "message_count" else column for column in CONVERSATION_COLUMNS
+)
 MESSAGE_COLUMNS = tuple(
     _message.c["tool_calls_json" if field.name == "tool_calls" else field.name].label(field.name)
     for field in fields(StoredMessage)

@@ -185,13 +185,13 @@ class ConversationStore:
     async def list_conversations(
         self, member_id: UUID, organization_id: UUID, *, before: str | None = None, limit: int = 20
     ) -> tuple[list[ConversationInfo], str | None]:
-        """One page of the member's conversations, most recently updated first, and the cursor of the
-        next page (None on the last page). `before` is a cursor from an earlier call; a malformed one
-        raises `InvalidMessage`. `limit` is 1 to `MAX_LIST_LIMIT`."""
+        """One page of the member's conversations, most recently updated first (each one's `message_count`:
+        what it shows, earlier versions left out), and the next page's cursor (None on the last page).
+        `before`: a cursor from an earlier call (bad: `InvalidMessage`); `limit`: 1 to MAX_LIST_LIMIT."""
         if not 1 <= limit <= MAX_LIST_LIMIT:
             raise ValueError(f"limit must be between 1 and {MAX_LIST_LIMIT}, not {limit}")
         statement = (
-            sa.select(*_sql.CONVERSATION_COLUMNS)
+            sa.select(*_sql.LISTED_COLUMNS)
             .where(_sql.owned_by(member_id, organization_id))
             .order_by(_conversation.c.updated_at.desc(), _conversation.c.id.desc())
             .limit(limit + 1)

@@ -129,6 +129,7 @@ class ConversationListItem(_Event):
     conversation_id: UUID
     title: str | None
     updated_at: datetime
+    # The messages it shows: earlier versions (an answer written again, an edited exchange) not counted.
     message_count: int
 
 
