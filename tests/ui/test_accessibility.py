@@ -12,6 +12,7 @@ from playwright.async_api import expect
 
 from tests.ui.conftest import UI, VENDOR, Embed, EmbedFactory, OpenUI
 from tests.ui.test_theme import COLORS, contrast, fill_conversation, open_themed
+from vernis.identity import COOKIE_NAME
 from vernis.model.scripted import Reply
 
 AXE = """async (element) => {
@@ -199,3 +200,47 @@ async def test_axe_finds_no_serious_violation_on_a_phone(
         assert not violations, f"{theme}: {violations}"
         overflow = await ui.log.evaluate("(log) => log.scrollWidth - log.clientWidth")
         assert overflow == 0
+
+
+LONG_ANSWER = "\n\n".join(
+    [
+        "Here are the open invoices, with the script that lists them.",
+        "| Customer | E-mail | Amount | Due |\n|---|---|---|---|\n"
+        + "\n".join(
+            f"| Customer {n} | billing.department.{n}@example-customer.test | {n * 125}.00 EUR | 2026-12-{n:02d} |"
+            for n in range(1, 13)
+        ),
+        "```python\n"
+        + "\n".join(
+            f"print('invoice {n}', {n * 125})  # a line long enough to scroll sideways" for n in range(1, 25)
+        )
+        + "\n```",
+        "مرحبا: the same list in Arabic follows.",
+    ]
+)
+
+
+async def test_axe_finds_no_serious_violation_with_tables_code_right_to_left_and_signed_out(ui: UI) -> None:
+    """axe-core reports no serious or critical violation on a long answer with a table and code, on a right-to-left page, and signed out."""
+    ui.console_errors_expected = True  # the socket refused once signed out
+    ui.vernis.scripted.add(Reply(LONG_ANSWER), match="invoices")
+    server = ui.vernis.http_url
+    found: dict[str, list[dict[str, Any]]] = {}
+    await ui.open()
+    await ui.send("list the open invoices")
+    answer = await ui.answered()
+    await expect(answer.locator("table")).to_be_visible()
+    await expect(answer.locator("pre code")).to_be_visible()
+    found["table and code"] = await audit(ui, server)
+    await ui.page.evaluate("document.documentElement.dir = 'rtl'")
+    found["right to left"] = await audit(ui, server)
+    await ui.context.set_offline(True)
+    await expect(ui.connection).to_have_attribute("data-state", "offline")
+    expired = ui.vernis.token("member@acme.test", ttl=-300)
+    await ui.context.add_cookies([{"name": COOKIE_NAME, "value": expired, "url": ui.url, "httpOnly": True}])
+    await ui.context.set_offline(False)
+    await expect(ui.connection).to_have_attribute("data-state", "signed-out")
+    found["signed out"] = await audit(ui, server)
+    await ui.screenshot("axe-table-rtl-signed-out.png")
+    failing = {state: violations for state, violations in found.items() if violations}
+    assert not failing, failing
