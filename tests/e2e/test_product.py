@@ -108,6 +108,8 @@ async def test_host_rs256_token_with_string_ids_runs_a_conversation_with_tools(
     assert config.status_code == 200
     assert config.json() == {
         "name": "Vernis",
+        "greeting": None,
+        "avatar_url": None,
         "scripted": False,
         "quick_actions": [],
         "pages": [],

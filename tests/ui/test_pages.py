@@ -80,6 +80,8 @@ async def test_product_mode_serves_the_assistant_but_no_demo(ui_factory: UIFacto
         config = await client.get("/api/assistant/config", headers=signed_in(vernis))
         assert config.json() == {
             "name": "Vernis",
+            "greeting": None,
+            "avatar_url": None,
             "scripted": True,
             "quick_actions": [],
             "pages": [],
