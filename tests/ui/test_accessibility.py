@@ -11,8 +11,8 @@ import pytest
 from playwright.async_api import expect
 
 from tests.ui.conftest import UI, VENDOR, Embed, EmbedFactory, OpenUI
+from tests.ui.test_states import sign_out_while_offline
 from tests.ui.test_theme import COLORS, contrast, fill_conversation, open_themed
-from vernis.identity import COOKIE_NAME
 from vernis.model.scripted import Reply
 
 AXE = """async (element) => {
@@ -234,12 +234,7 @@ async def test_axe_finds_no_serious_violation_with_tables_code_right_to_left_and
     found["table and code"] = await audit(ui, server)
     await ui.page.evaluate("document.documentElement.dir = 'rtl'")
     found["right to left"] = await audit(ui, server)
-    await ui.context.set_offline(True)
-    await expect(ui.connection).to_have_attribute("data-state", "offline")
-    expired = ui.vernis.token("member@acme.test", ttl=-300)
-    await ui.context.add_cookies([{"name": COOKIE_NAME, "value": expired, "url": ui.url, "httpOnly": True}])
-    await ui.context.set_offline(False)
-    await expect(ui.connection).to_have_attribute("data-state", "signed-out")
+    await sign_out_while_offline(ui)
     found["signed out"] = await audit(ui, server)
     await ui.screenshot("axe-table-rtl-signed-out.png")
     failing = {state: violations for state, violations in found.items() if violations}

@@ -128,14 +128,21 @@ async def _sent_once(vernis: Vernis, body: str) -> bool:
     return await sent(vernis, body) == 1
 
 
-async def test_a_note_being_typed_survives_a_fresh_list(vernis: Vernis, open_ui: OpenUI) -> None:
-    """A review list that arrives while the reviewer types a note (the view reopened) keeps the note and the request's element."""
+async def reviewer_with_a_request(vernis: Vernis, open_ui: OpenUI) -> tuple[UI, list[WebSocket]]:
+    """The admin's panel, open, with one request waiting (the member's approved SMS), and the admin
+    page's sockets as they open."""
     member = await open_ui(vernis)
     admin = await open_ui(vernis, email="admin@acme.test")
     sockets: list[WebSocket] = []
     admin.page.on("websocket", lambda socket: sockets.append(socket))
     await ask_and_approve(member, f"Free upgrade {uuid.uuid4().hex[:6]}")
     await admin.open()
+    return admin, sockets
+
+
+async def test_a_note_being_typed_survives_a_fresh_list(vernis: Vernis, open_ui: OpenUI) -> None:
+    """A review list that arrives while the reviewer types a note (the view reopened) keeps the note and the request's element."""
+    admin, sockets = await reviewer_with_a_request(vernis, open_ui)
     toggle = admin.panel.locator(".reviews-toggle")
     await toggle.click()
     review = admin.panel.locator(".reviews .review")
@@ -150,12 +157,7 @@ async def test_a_note_being_typed_survives_a_fresh_list(vernis: Vernis, open_ui:
 
 async def test_a_fresh_list_keeps_the_focus_in_the_note_being_typed(vernis: Vernis, open_ui: OpenUI) -> None:
     """A review list that arrives mid-note leaves the caret in the note: the rest of the typing lands there."""
-    member = await open_ui(vernis)
-    admin = await open_ui(vernis, email="admin@acme.test")
-    sockets: list[WebSocket] = []
-    admin.page.on("websocket", lambda socket: sockets.append(socket))
-    await ask_and_approve(member, f"Free upgrade {uuid.uuid4().hex[:6]}")
-    await admin.open()
+    admin, sockets = await reviewer_with_a_request(vernis, open_ui)
     await admin.panel.locator(".reviews-toggle").click()
     note = admin.panel.locator(".reviews .review .review-note")
     await note.click()

@@ -16,17 +16,22 @@ from vernis.model.scripted.scenarios import last_user_text
 from vernis.settings import RateLimit
 
 
-async def test_a_refused_handshake_shows_signed_out(ui: UI) -> None:
-    """A session that expired while the tab was offline is refused at the next handshake: the panel says "Signed out", not "Offline, retrying"."""
-    ui.console_errors_expected = True  # the sockets refused while offline and at the handshake
-    await ui.open()
+async def sign_out_while_offline(ui: UI) -> None:
+    """The tab goes offline; meanwhile the host's session ends (its cookie now holds an expired
+    token); back online, the handshake is refused and the panel is signed out."""
     await ui.context.set_offline(True)
     await expect(ui.connection).to_have_attribute("data-state", "offline")
-    # Meanwhile the host's session ended: its cookie now holds an expired token.
     expired = ui.vernis.token("member@acme.test", ttl=-300)
     await ui.context.add_cookies([{"name": COOKIE_NAME, "value": expired, "url": ui.url, "httpOnly": True}])
     await ui.context.set_offline(False)
     await expect(ui.connection).to_have_attribute("data-state", "signed-out")
+
+
+async def test_a_refused_handshake_shows_signed_out(ui: UI) -> None:
+    """A session that expired while the tab was offline is refused at the next handshake: the panel says "Signed out", not "Offline, retrying"."""
+    ui.console_errors_expected = True  # the sockets refused while offline and at the handshake
+    await ui.open()
+    await sign_out_while_offline(ui)
     await expect(ui.connection.locator(".conn-text")).to_have_text("Signed out")
     await expect(ui.log.get_by_role("alert")).to_contain_text("Sign in again")
     await expect(ui.connection.get_by_role("button", name="Retry now")).to_be_hidden()
