@@ -210,7 +210,8 @@ class Run:
             chunk = translator.frame(event)
             if event.get("type") == "assistant_start":
                 translator.done = False
-                yield chunk
+                if chunk:
+                    yield chunk
                 async for chunk in follow(translator, queue):
                     yield chunk
                 return

@@ -40,9 +40,9 @@ SWEEP_SECONDS = 60.0
 Kept = tuple[int, str, str | None, float]
 
 # Kept events are grouped in tuples of this many, themselves untracked then, so that a full
-# collection, which walks every container the collector tracks, does not visit each kept event: a
-# window holds minutes of deltas (millions at 10,000 deltas/s), and every full collection would
-# pause the process while it walked them.
+# collection, which walks every container the collector tracks, visits one object per block rather
+# than one per kept event: a replay window holds every delta of its minutes, and a full collection
+# pauses the process for as long as its walk takes.
 BLOCK = 64
 
 
