@@ -97,12 +97,15 @@ def _children(pid: int) -> list[int]:
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            try:
+            try:  # a process may end between the listing and the reads
                 with open(f"/proc/{entry}/stat") as stat:
                     fields = stat.read().rsplit(")", 1)[1].split()
+                spawned = (
+                    int(fields[1]) == pid and b"spawn_main" in Path(f"/proc/{entry}/cmdline").read_bytes()
+                )
             except OSError:
                 continue
-            if int(fields[1]) == pid and b"spawn_main" in Path(f"/proc/{entry}/cmdline").read_bytes():
+            if spawned:
                 found.append(int(entry))
     return found
 
