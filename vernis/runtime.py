@@ -17,12 +17,15 @@ from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vernis.answers.admission import Gate
+from vernis.answers.compaction import Compactor
 from vernis.answers.registry import AnswerService, RunningAnswer
 from vernis.answers.titles import TitleService
 from vernis.attachments import AttachmentService, open_blob_store
 from vernis.config import ConfigError, EmbedSection, HostConfig
+from vernis.conversation import tokens
 from vernis.conversation.feedback import FeedbackStore
 from vernis.conversation.store import ConversationStore
+from vernis.conversation.summaries import SummaryStore
 from vernis.conversation.window import WindowCache
 from vernis.guards import GuardPolicy, GuardService
 from vernis.hub.base import Encoder, EventHub
@@ -73,6 +76,10 @@ class Services:
     answers: AnswerService
     titles: TitleService
     windows: WindowCache
+    # Summary checkpoints of long conversations (SPEC §19).
+    summaries: SummaryStore
+    # Summarises a window that passed its budget; None: such a window drops its older messages.
+    compactor: Compactor | None
     catalog: Catalog
     identity: IdentityService
     approvals: ApprovalService
@@ -246,6 +253,17 @@ async def open_services(
             fallbacks=fallbacks,
         )
         stack.push_async_callback(titles.aclose)
+        summaries = SummaryStore(engine)
+        compactor = Compactor(
+            model=chat_model,
+            model_name=settings.title_model_name,
+            summaries=summaries,
+            hub=event_hub,
+            guards=guards,
+            fallbacks=fallbacks,
+        )
+        # The token table takes half a second to read: off the event loop, once per process.
+        await asyncio.to_thread(tokens.load)
 
         async def title_after_first_exchange(answer: RunningAnswer, status: str) -> None:
             if answer.spec.first_user_message is not None:
@@ -270,6 +288,8 @@ async def open_services(
             model=chat_model,
             answers=answers,
             titles=titles,
+            summaries=summaries,
+            compactor=compactor,
             windows=WindowCache(
                 settings.window_messages,
                 keep=settings.context_keep_recent,

@@ -1105,6 +1105,10 @@ export class VernisAssistant extends HTMLElement {
     this.messages.scrollToBottom();
   }
 
+  compacted() {
+    this.messages.compacted();
+  }
+
   resumed(conversationId, title) {
     this.setTitle(title);
   }

@@ -886,6 +886,11 @@ export class MessageList {
 
   // --- notices and scrolling -------------------------------------------------------------------
 
+  /** Where the assistant's memory of this conversation becomes a summary (SPEC §19): a line in the log. */
+  compacted() {
+    this.notice("The assistant summarised the messages above to keep within its memory; they stay here for you.", { kind: "compacted" });
+  }
+
   notice(text, { kind = "info" } = {}) {
     const element = h("div", { class: `notice-line ${kind}`, role: kind === "error" ? "alert" : "status" }, text);
     this.append(element, true);

@@ -311,6 +311,12 @@ export class Session {
           this.title = event.title;
         }
         return this.view.titleUpdated(event.conversation_id, event.title, event.conversation_id === this.conversationId);
+      case "conversation_compacted":
+        // The model reads what came before as a summary from now on (SPEC §19); the messages stay.
+        if (event.conversation_id === this.conversationId) {
+          this.view.compacted();
+        }
+        return;
       case "conversation_list":
         return this.view.conversationList(event.conversations, event.next_before ?? null, this.listModes.shift() ?? "replace");
       case "error":

@@ -7,27 +7,35 @@ from datetime import UTC, datetime
 
 import orjson
 
+from vernis.conversation import tokens
 from vernis.conversation.store import StoredMessage
+from vernis.conversation.summaries import SummaryInfo
 from vernis.conversation.window import ConversationWindow, WindowCache, WindowEntry
 
 
-def test_a_full_window_drops_its_oldest_at_once() -> None:
-    """Appending past the size drops the oldest entries in one go, down to `keep`; the start then stays put while it fills again."""
+def test_a_full_window_is_cut_at_once_and_then_grows_unchanged() -> None:
+    """A window past its size is due; `drop` takes the oldest entries in one go, down to `keep`; the start then stays put while it fills again."""
     window = ConversationWindow(4, keep=2)
     for number in range(5):
         window.append(WindowEntry("user", f"m{number}"))
+    assert window.due
+    assert window.drop() == 3
     assert [entry.content for entry in window] == ["m3", "m4"]
+    assert not window.due
     window.append(WindowEntry("user", "m5"))
     window.append(WindowEntry("user", "m6"))
     assert [entry.content for entry in window] == ["m3", "m4", "m5", "m6"]
+    assert not window.due
 
 
-def test_a_dropped_window_starts_at_a_user_message() -> None:
+def test_a_cut_window_starts_at_a_user_message() -> None:
     """When the cut would open the window on an answer, it moves back to the user message before it."""
     window = ConversationWindow(5, keep=3)
     for number in range(6):
         window.append(WindowEntry("user" if number % 2 == 0 else "assistant", f"m{number}"))
     # The last three are m3 (an answer), m4, m5: the window opens at m2, the user's message m3 answers.
+    assert window.cut() == 2
+    window.drop()
     assert [entry.content for entry in window] == ["m2", "m3", "m4", "m5"]
 
 
@@ -36,7 +44,30 @@ def test_a_cut_without_a_user_message_before_it_moves_forward() -> None:
     entries = [WindowEntry("assistant", f"a{number}") for number in range(5)]
     window = ConversationWindow(5, entries, keep=2)
     window.append(WindowEntry("user", "u"))
+    window.drop()
     assert [entry.content for entry in window] == ["u"]
+
+
+def test_a_window_never_compacted_stops_at_twice_its_size() -> None:
+    """A window nobody cuts (no answer ran on it) drops its older messages by itself at twice its size: memory stays bounded."""
+    window = ConversationWindow(4, keep=2)
+    for number in range(9):
+        window.append(WindowEntry("user", f"m{number}"))
+    assert len(window) <= 8
+
+
+def test_compacted_keeps_the_summary_and_the_rest() -> None:
+    """`compacted` takes the summarised entries out, keeps the summary, and a copy carries both over."""
+    ids = [uuid.uuid4() for _ in range(6)]
+    window = ConversationWindow(
+        5, [WindowEntry("user" if n % 2 == 0 else "assistant", f"m{n}", (), ids[n]) for n in range(6)], keep=2
+    )
+    summary = SummaryInfo("- the user said m0", ids[3], 4, datetime.now(UTC))
+    window.compacted(summary, window.cut())
+    assert [entry.content for entry in window] == ["m4", "m5"]
+    assert window.summary is summary
+    assert window.copy().summary is summary
+    assert window.tokens == sum(entry.tokens for entry in window)
 
 
 def test_copy_is_independent() -> None:
@@ -78,7 +109,7 @@ def test_empty_failed_answer_is_left_out() -> None:
 
 
 def test_cache_builds_from_stored_messages() -> None:
-    """The cache rebuilds a window from stored messages, keeping only the last `size`."""
+    """The cache rebuilds a window from stored messages; past its size it is due, and its cut keeps the newest."""
     conversation = uuid.uuid4()
     stored = [
         StoredMessage(
@@ -96,7 +127,9 @@ def test_cache_builds_from_stored_messages() -> None:
     ]
     cache = WindowCache(5)
     window = cache.build(conversation, stored)
-    assert [entry.content for entry in window] == ["m2", "m3", "m4", "m5", "m6"]
+    assert window.due
+    window.drop()
+    assert [entry.content for entry in window][-1] == "m6"
     assert cache.get(conversation) is window
 
 
@@ -132,46 +165,99 @@ def test_a_window_larger_than_the_cache_is_not_kept() -> None:
 
 
 def test_bytes_follow_entries_leaving_the_window() -> None:
-    """A full window's byte count drops what its oldest entries held when a new one pushes them out."""
+    """A cut window's byte count drops what its oldest entries held."""
     window = ConversationWindow(2, [WindowEntry("user", "a" * 1000), WindowEntry("user", "b")], keep=1)
     window.append(WindowEntry("user", "c"))
+    window.drop()
     assert window.nbytes == WindowEntry("user", "c").nbytes
 
 
-def exchange(number: int, chars: int) -> list[WindowEntry]:
-    return [WindowEntry("user", f"q{number}"), WindowEntry("assistant", f"a{number}:" + "x" * chars)]
+def words(count: int) -> str:
+    """`count` tokens of text in `o200k_base` (" apple" is one token)."""
+    return " apple" * count
 
 
-def test_a_window_past_its_token_budget_drops_at_once_like_a_full_one() -> None:
-    """Past `budget` estimated tokens (four characters each) the window drops to its last `keep` messages at once, though it holds fewer than `size`; below it, it grows unchanged at its start."""
+def exchange(number: int, tokens: int) -> list[WindowEntry]:
+    return [WindowEntry("user", f"q{number}"), WindowEntry("assistant", f"a{number}:" + words(tokens))]
+
+
+def test_tokens_are_counted_with_o200k() -> None:
+    """Entries count their tokens with tiktoken's o200k_base, not by characters: 800 letters x are 100 tokens, 200 words 200."""
+    assert tokens.count("x" * 800) == 100
+    assert WindowEntry("user", words(200)).tokens == 200
+
+
+def test_a_window_past_its_token_budget_is_due_though_not_full() -> None:
+    """Past `budget` tokens the window is due though it holds fewer than `size`; the cut keeps the last `keep` messages; below it, it grows unchanged at its start."""
     window = ConversationWindow(50, keep=4, budget=1_000)
     for number in range(4):
-        for entry in exchange(number, 800):  # about 200 tokens an exchange
+        for entry in exchange(number, 200):
             window.append(entry)
+    assert not window.due
     assert [entry.content[:2] for entry in window] == ["q0", "a0", "q1", "a1", "q2", "a2", "q3", "a3"]
-    for entry in exchange(4, 800):
+    for entry in exchange(4, 200):
         window.append(entry)  # 1,000+ tokens: over
+    assert window.due
+    window.drop()
     assert [entry.content[:2] for entry in window] == ["q3", "a3", "q4", "a4"]
     assert window.tokens == sum(entry.tokens for entry in window) <= 1_000
 
 
 def test_the_newest_exchange_alone_past_the_budget_is_kept_whole() -> None:
-    """When the last `keep` messages alone pass the budget, older exchanges among them go too, down to the newest one, which stays whole."""
+    """When the last `keep` messages alone pass half the budget, older exchanges among them go too, down to the newest one, which stays whole."""
     window = ConversationWindow(50, keep=6, budget=1_000)
     for number in range(2):
-        for entry in exchange(number, 400):
+        for entry in exchange(number, 100):
             window.append(entry)
-    for entry in exchange(2, 6_000):  # a 6,000-character answer: 1,500 tokens on its own
+    for entry in exchange(2, 1_500):
         window.append(entry)
+    window.drop()
     assert [entry.content[:2] for entry in window] == ["q2", "a2"]
     window.append(WindowEntry("user", "q3"))
+    window.drop()
     assert [entry.content[:2] for entry in window] == ["q3"]
 
 
-def test_a_window_built_from_storage_fits_the_budget() -> None:
-    """A window rebuilt from stored messages keeps only the newest exchanges that fit the budget."""
-    entries = [entry for number in range(10) for entry in exchange(number, 400)]
+def test_the_providers_count_makes_the_window_due_sooner() -> None:
+    """When the provider counted more tokens for the history than the estimate, the budget counts the difference until the next cut."""
+    window = ConversationWindow(50, keep=2, budget=1_000)
+    for entry in exchange(0, 300):
+        window.append(entry)
+    assert not window.due
+    window.observe(1_200)
+    assert window.due
+    window.drop()
+    assert not window.due
+
+
+def test_a_message_alone_past_the_budget_is_sent_cut_with_a_note() -> None:
+    """A 6,000-character paste after a 40 KB tool result, past a 1,000-token budget: the result is cut to its first lines and the paste by halves, each saying so; nothing is dropped."""
+    result = {"rows": [{"id": n, "name": f"contact {n}", "notes": words(20)} for n in range(200)]}
+    call = {"call_id": "c1", "tool_name": "export", "arguments": {}, "status": "ok", "result": result}
+    paste = "\n".join(f"line {n}:{words(10)}" for n in range(100))
+    window = ConversationWindow(
+        50,
+        [
+            WindowEntry("user", "export them"),
+            WindowEntry("assistant", "Here.", (call,)),
+            WindowEntry("user", paste),
+        ],
+        budget=1_000,
+    )
+    messages = window.to_messages()
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant", "user"]
+    assert "[cut to its first lines" in messages[2]["content"]
+    assert "Vernis cut this message to fit the context budget" in messages[-1]["content"]
+    assert messages[-1]["content"].startswith("line 0:")
+    assert sum(tokens.count(m["content"] or "") for m in messages) <= 1_000
+
+
+def test_a_window_built_from_storage_past_the_budget_is_due() -> None:
+    """A window rebuilt from stored messages past the budget is due, and its cut keeps the newest exchanges within half of it."""
+    entries = [entry for number in range(10) for entry in exchange(number, 100)]
     window = ConversationWindow(50, entries, keep=4, budget=500)
-    assert window.tokens <= 500
+    assert window.due
+    window.drop()
+    assert window.tokens <= 250
     assert [entry.content[:2] for entry in window][-2:] == ["q9", "a9"]
     assert next(iter(window)).role == "user"

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 import orjson
 
 from tests.fixtures.server import VernisFactory, types_of
+from vernis.conversation import tokens
+from vernis.model.prompt import SUMMARY_HEADING
 from vernis.model.scripted import Reply, ScriptedToolCall
 from vernis.model.scripted.scenarios import last_user_text
 
@@ -97,7 +99,7 @@ async def test_consecutive_requests_share_their_prefix(vernis_factory: VernisFac
 
 
 async def test_the_history_stays_under_the_token_budget(vernis_factory: VernisFactory) -> None:
-    """With long answers and VERNIS_CONTEXT_BUDGET_TOKENS=2000, no request carries more history than the budget (estimated at four characters a token), the newest exchanges are always there, and the cuts are rare."""
+    """With long answers and VERNIS_CONTEXT_BUDGET_TOKENS=2000, no request carries more history than the budget (o200k_base tokens, its summary included), the newest exchanges are always there, and the cuts are rare."""
     budget = 2_000
     async with vernis_factory(
         rate_limit="1000/60", member_rate_limit="1000/60", context_budget_tokens=budget
@@ -113,8 +115,10 @@ async def test_the_history_stays_under_the_token_budget(vernis_factory: VernisFa
         bodies = [exchange.raw for exchange in vernis.scripted.exchanges if exchange.body["model"] == chat]
     sizes = []
     for raw in bodies:
-        history = orjson.loads(raw)["messages"][1:-1]  # neither the system message nor the new one
-        assert sum(len(orjson.dumps(m.get("content"))) for m in history) / 4 <= budget
+        messages = orjson.loads(raw)["messages"]
+        history = messages[1:-1]  # neither the system message nor the new one
+        summary = messages[0]["content"].partition(SUMMARY_HEADING)[2]
+        assert sum(tokens.count(m.get("content") or "") for m in history) + tokens.count(summary) <= budget
         sizes.append(len(history))
     assert min(sizes[1:]) >= 2  # the exchange before is always there
     # Cut now and then, at once, not one message a turn: most requests extend the one before.

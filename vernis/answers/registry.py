@@ -96,6 +96,9 @@ class AnswerSpec:
     continues: bool = False
     # The traceparent of the tool call it goes on from (SPEC §22): its trace is that answer's.
     trace_parent: str | None = None
+    # The tokens (estimated) of what the first request carries beside the window's messages: the
+    # system message, the turn's context, the tool list (`ConversationWindow.observe`).
+    overhead_tokens: int = 0
 
 
 @dataclass(eq=False)
@@ -111,6 +114,8 @@ class RunningAnswer:
     completion_tokens: int = 0
     # Of `prompt_tokens`, read from the provider's prompt cache (SPEC §19).
     cached_tokens: int = 0
+    # The provider's count of the first request alone (the window's history is in it).
+    first_prompt_tokens: int = 0
     started_at: float = field(default_factory=time.monotonic)
     first_token_at: float | None = None
     task: asyncio.Task[None] | None = None
@@ -412,6 +417,7 @@ class AnswerService:
                     )
             elif isinstance(event, UsageAdded):
                 answer.prompt_tokens += event.prompt_tokens
+                answer.first_prompt_tokens = answer.first_prompt_tokens or event.prompt_tokens
                 answer.completion_tokens += event.completion_tokens
                 answer.cached_tokens += event.cached_tokens
             elif isinstance(event, ModelSwitched):
@@ -493,7 +499,13 @@ class AnswerService:
         except Exception:
             logger.exception("storing the answer failed")
             status, error = MessageStatus.FAILED, error or VernisError()
-        answer.spec.window.append(WindowEntry(MessageRole.ASSISTANT, answer.text, tuple(answer.tool_calls)))
+        window = answer.spec.window
+        if answer.first_prompt_tokens:
+            # Before the answer joins it: the request counted the window as it was.
+            window.observe(answer.first_prompt_tokens - answer.spec.overhead_tokens)
+        window.append(
+            WindowEntry(MessageRole.ASSISTANT, answer.text, tuple(answer.tool_calls), answer.message_id)
+        )
         for hook in self._usage_hooks:
             try:
                 await hook(answer, status)

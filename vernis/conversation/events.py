@@ -24,6 +24,7 @@ __all__ = [
     "AnswerStarted",
     "ClientToolCall",
     "ConfirmationRequired",
+    "ConversationCompacted",
     "ConversationCreated",
     "ConversationList",
     "ConversationLoaded",
@@ -172,6 +173,15 @@ class TitleUpdated:
 
 
 @dataclass(frozen=True, slots=True)
+class ConversationCompacted:
+    """The model reads the conversation up to `through_message_id` as a summary from now on (SPEC
+    §19); the messages stay stored and shown."""
+
+    conversation_id: UUID
+    through_message_id: UUID
+
+
+@dataclass(frozen=True, slots=True)
 class QuotaDetail:
     """What a `quota_exceeded` error adds: which quota, its size, what was used, when it resets."""
 
@@ -253,6 +263,7 @@ Event = (
     | ClientToolCall
     | AnswerEnded
     | TitleUpdated
+    | ConversationCompacted
     | ErrorOccurred
     | Pong
     | ReviewRequested

@@ -495,10 +495,14 @@ class ConversationStore:
 
         await self._transactions.run(_tx)
 
-    async def messages(self, conversation_id: UUID, *, last: int | None = None) -> list[StoredMessage]:
-        """The conversation's messages in order (position ascending); with `last=N`, only the N most
-        recent, still in ascending order. The caller has checked the conversation is the member's."""
-        statement = sa.select(*_sql.MESSAGE_COLUMNS).where(_message.c.conversation_id == conversation_id)
+    async def messages(
+        self, conversation_id: UUID, *, last: int | None = None, since: int = 0
+    ) -> list[StoredMessage]:
+        """The conversation's messages from position `since` on, in order; with `last=N`, only the N
+        most recent, still in ascending order. The caller has checked the conversation is the member's."""
+        statement = sa.select(*_sql.MESSAGE_COLUMNS).where(
+            _message.c.conversation_id == conversation_id, _message.c.position >= since
+        )
         if last is None:
             statement = statement.order_by(_message.c.position.asc())
         elif last <= 0:

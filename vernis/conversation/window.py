@@ -1,18 +1,21 @@
 """The conversation window: the stored messages a conversation shows the model (SPEC §4, §19).
 
-A `ConversationWindow` holds at most `size` stored messages, held per conversation in a
-`WindowCache` and rebuilt from storage whenever a conversation is loaded and the cache does not
-have it. A rolled-over conversation starts with a copy of its predecessor's window, so the assistant
-keeps its context across the rollover.
+A `ConversationWindow` holds the messages after the conversation's summary checkpoint (if it has
+one), held per conversation in a `WindowCache` and rebuilt from storage whenever a conversation is
+loaded and the cache does not have it. A rolled-over conversation starts with a copy of its
+predecessor's window, summary included, so the assistant keeps its context across the rollover.
 
-A full window does not slide one message at a time: that would change the start of every request
-and no provider prompt cache would ever hit past the system message. It drops its oldest messages
-in one go, down to the last `keep` (starting at a user message), and then grows again unchanged at
-its start, so consecutive requests share everything but the newest message (SPEC §19). A window is
-full at `size` messages, or when its messages pass `budget` tokens (VERNIS_CONTEXT_BUDGET_TOKENS,
-estimated at four characters a token); after a cut for the budget the window holds at most half of
-it (older exchanges among the last `keep` go too, down to the newest one), so that it grows again
-for a while before the next cut.
+A window does not slide one message at a time: that would change the start of every request and no
+provider prompt cache would ever hit past the system message. It grows unchanged at its start until
+it is `due`: past `size` messages, or past `budget` tokens (VERNIS_CONTEXT_BUDGET_TOKENS, estimated
+with `vernis.conversation.tokens`, or what the provider counted for the history when that is more:
+`observe`). Then everything before its last `keep` messages (from the user message that opens them,
+and fewer when those alone take more than half the budget) is summarised in one go
+(`vernis.answers.compaction`, then `compacted`), or, when summarising fails, dropped (`drop`).
+Consecutive requests so share everything but the newest message, except right after a cut.
+
+A history whose newest exchange alone passes the budget is sent cut (`to_messages`): tool results to
+their first lines, then the longest texts, each with a note saying so.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from uuid import UUID
 import orjson
 from cachetools import LRUCache
 
+from vernis.conversation import tokens as token_count
 from vernis.conversation.records import continues
+from vernis.conversation.summaries import SummaryInfo
 
 __all__ = [
     "DEFAULT_KEEP",
@@ -43,13 +48,16 @@ __all__ = [
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 # What an entry costs beyond its text: the objects around it.
 _ENTRY_OVERHEAD = 200
-# The token estimate's rule of thumb (as `vernis.limits.usage.CHARS_PER_TOKEN`).
-_CHARS_PER_TOKEN = 4
+# A window that is never compacted (no answer ran on it) still stops growing at this many times
+# its size: it drops its older messages as a window without summaries would.
+_HARD_CAP = 2
 
 
 class StoredLike(Protocol):
     """What the window needs of a stored message."""
 
+    @property
+    def id(self) -> UUID: ...
     @property
     def role(self) -> str: ...
     @property
@@ -63,6 +71,8 @@ class WindowEntry:
     role: str
     content: str
     tool_calls: tuple[dict[str, Any], ...] = ()
+    # The stored message's id (what a summary covering it names); None for one not stored.
+    message_id: UUID | None = field(default=None, compare=False)
     # About what the entry holds in memory: its text and its tool calls' JSON.
     nbytes: int = field(init=False, repr=False, compare=False)
     # About the tokens it takes in a request: the same text, estimated.
@@ -70,12 +80,12 @@ class WindowEntry:
 
     @classmethod
     def from_stored(cls, message: StoredLike) -> WindowEntry:
-        return cls(message.role, message.content, tuple(message.tool_calls or ()))
+        return cls(message.role, message.content, tuple(message.tool_calls or ()), message.id)
 
     def __post_init__(self) -> None:
-        calls = len(orjson.dumps(self.tool_calls)) if self.tool_calls else 0
-        object.__setattr__(self, "nbytes", len(self.content) + calls + _ENTRY_OVERHEAD)
-        object.__setattr__(self, "tokens", -(-(len(self.content) + calls) // _CHARS_PER_TOKEN))
+        calls = orjson.dumps(self.tool_calls).decode() if self.tool_calls else ""
+        object.__setattr__(self, "nbytes", len(self.content) + len(calls) + _ENTRY_OVERHEAD)
+        object.__setattr__(self, "tokens", token_count.count(self.content) + token_count.count(calls))
 
 
 # Messages a full window keeps when it drops the older ones (VERNIS_CONTEXT_KEEP_RECENT).
@@ -90,18 +100,20 @@ class ConversationWindow:
         *,
         keep: int = DEFAULT_KEEP,
         budget: int | None = None,
+        summary: SummaryInfo | None = None,
     ) -> None:
         self._size = size
-        # Fewer than the size, or a full window would stay full and slide again on every message.
+        # Fewer than the size, or a full window would stay full and be cut again on every message.
         self.keep = max(1, min(keep, size - 1))
         self.budget = budget
+        # The checkpoint the window's messages follow (SPEC §19); None: they start the conversation.
+        self.summary = summary
         self._entries: deque[WindowEntry] = deque(entries)
-        while len(self._entries) > size:
-            self._entries.popleft()
         self.nbytes = sum(entry.nbytes for entry in self._entries)
         self.tokens = sum(entry.tokens for entry in self._entries)
-        if self._over(budget):
-            self._fit(None if budget is None else budget // 2)
+        # What the provider counted for the history beyond this estimate (`observe`).
+        self._uncounted = 0
+        self._cap()
         # Set by the cache holding the window, so that a window that grows is accounted again.
         self._grew: Callable[[ConversationWindow], None] | None = None
         # The lease under which this instance last brought the window up to date with what it
@@ -113,53 +125,80 @@ class ConversationWindow:
     def size(self) -> int:
         return self._size
 
+    @property
+    def due(self) -> bool:
+        """Whether the window must be cut (summarised, or dropped) before the next request."""
+        if len(self._entries) > self._size:
+            return True
+        return self.budget is not None and self.tokens + self._uncounted > self.budget
+
     def append(self, entry: WindowEntry) -> None:
-        """Add the newest message; a window that would pass its size drops its oldest messages down
-        to the last `keep`, from the user message that opens them."""
-        entries = self._entries
-        entries.append(entry)
+        """Add the newest message (the window is cut before a request, when it is `due`)."""
+        self._entries.append(entry)
         self.nbytes += entry.nbytes
         self.tokens += entry.tokens
-        if len(entries) > self._size or self._over(self.budget):
-            self._drop(max(0, len(entries) - self.keep))
-            # Down to half the budget, so that the window grows again for a while before the next
-            # cut (a window kept just under the budget would drop an exchange every turn).
-            self._fit(None if self.budget is None else self.budget // 2)
+        self._cap()
         if self._grew is not None:
             self._grew(self)
 
-    def _drop(self, count: int) -> None:
+    def observe(self, history_tokens: int) -> None:
+        """What the provider counted for the window's messages in the last request (its reported
+        prompt tokens, less the system message, tools and new message): when more than the
+        estimate, the budget counts the difference until the next cut."""
+        self._uncounted = max(0, history_tokens - self.tokens)
+
+    def cut(self) -> int:
+        """How many of the oldest messages a cut takes: all but the last `keep`, from the user message
+        before them (else after them); then whole exchanges more while the rest takes more than half
+        the budget (so the window grows again for a while before the next cut), down to the newest
+        exchange. 0: nothing to cut."""
         entries = self._entries
-        # A request that opens with an answer, or with tool results, reads oddly to the model: the
-        # cut moves back to the user message before it (keeping one more exchange), else forward.
+        count = max(0, len(entries) - self.keep)
         start = next((index for index in range(count, 0, -1) if entries[index].role == "user"), None)
         if start is None:
             start = next(
                 (index for index in range(count, len(entries)) if entries[index].role == "user"), count
             )
-        for _ in range(start):
-            dropped = entries.popleft()
+        if self.budget is not None:
+            rest = sum(entry.tokens for entry in list(entries)[start:])
+            while rest > self.budget // 2:
+                later = next(
+                    (index for index in range(start + 1, len(entries)) if entries[index].role == "user"),
+                    None,
+                )
+                if later is None:
+                    break  # the newest exchange stays whole; `to_messages` cuts it if it must
+                rest -= sum(entries[index].tokens for index in range(start, later))
+                start = later
+        return start
+
+    def compacted(self, summary: SummaryInfo, count: int) -> None:
+        """The oldest `count` messages are now in `summary` (which covers the one before)."""
+        self.summary = summary
+        self._remove(count)
+
+    def drop(self) -> int:
+        """Without a summary: the messages `cut` names are forgotten. How many went."""
+        count = self.cut()
+        self._remove(count)
+        return count
+
+    def _remove(self, count: int) -> None:
+        for _ in range(min(count, len(self._entries))):
+            dropped = self._entries.popleft()
             self.nbytes -= dropped.nbytes
             self.tokens -= dropped.tokens
+        self._uncounted = 0
 
-    def _over(self, tokens: int | None) -> bool:
-        return tokens is not None and self.tokens > tokens
-
-    def _fit(self, tokens: int | None) -> None:
-        """Past `tokens`, drop whole exchanges from the start, down to the newest one."""
-        entries = self._entries
-        while self._over(tokens):
-            start = next((index for index in range(1, len(entries)) if entries[index].role == "user"), None)
-            if start is None:
-                return  # the newest exchange goes whole; the request is as small as it can be
-            for _ in range(start):
-                dropped = entries.popleft()
-                self.nbytes -= dropped.nbytes
-                self.tokens -= dropped.tokens
+    def _cap(self) -> None:
+        if len(self._entries) > _HARD_CAP * self._size:
+            self.drop()
 
     def copy(self) -> ConversationWindow:
         """A window of its own with the same entries (not held by any cache until put there)."""
-        return ConversationWindow(self._size, self._entries, keep=self.keep, budget=self.budget)
+        return ConversationWindow(
+            self._size, self._entries, keep=self.keep, budget=self.budget, summary=self.summary
+        )
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -168,7 +207,8 @@ class ConversationWindow:
         return iter(self._entries)
 
     def to_messages(self) -> list[dict[str, Any]]:
-        """The window as OpenAI chat messages: tool calls become call + result message pairs."""
+        """The window as OpenAI chat messages: tool calls become call + result message pairs; cut
+        (`within_budget`) when even what is left after the last cut passes the budget."""
         messages: list[dict[str, Any]] = []
         for entry in self._entries:
             if entry.role == "user":
@@ -203,6 +243,8 @@ class ConversationWindow:
                 )
             if entry.content:
                 messages.append({"role": "assistant", "content": entry.content})
+        if self.budget is not None and self.tokens > self.budget:
+            return within_budget(messages, self.budget)
         return messages
 
 
@@ -251,7 +293,10 @@ class WindowCache:
         except ValueError:
             self._cache.pop(conversation_id, None)
 
-    def build(self, conversation_id: UUID, messages: Iterable[StoredLike]) -> ConversationWindow:
+    def build(
+        self, conversation_id: UUID, messages: Iterable[StoredLike], summary: SummaryInfo | None = None
+    ) -> ConversationWindow:
+        """The window of stored `messages` (those after `summary`, the conversation's checkpoint)."""
         # An edited exchange's earlier version (`edit_message`) is out of the window.
         listed = [message for message in messages if getattr(message, "status", None) != "superseded"]
         # An answer followed by another answer was written again (`regenerate`): only the newest
@@ -267,7 +312,11 @@ class WindowCache:
             )
         ]
         window = ConversationWindow(
-            self.size, map(WindowEntry.from_stored, latest), keep=self.keep, budget=self.budget
+            self.size,
+            map(WindowEntry.from_stored, latest),
+            keep=self.keep,
+            budget=self.budget,
+            summary=summary,
         )
         self.put(conversation_id, window)
         return window
@@ -282,3 +331,46 @@ def for_model(result: Any) -> Any:
     if isinstance(result, dict) and "ui" in result:
         return {key: value for key, value in result.items() if key != "ui"}
     return result
+
+
+# What a result cut for the budget keeps: its first lines, up to this many characters.
+RESULT_HEAD_CHARS = 1_000
+RESULT_HEAD_LINES = 20
+# A text is never cut below this many characters.
+_TEXT_FLOOR = 500
+
+
+def head(text: str, *, lines: int = RESULT_HEAD_LINES, chars: int = RESULT_HEAD_CHARS) -> str:
+    """The first `lines` lines of `text`, at most `chars` characters, with a note when it is cut."""
+    kept = "\n".join(text.splitlines()[:lines])[:chars]
+    if len(kept) >= len(text):
+        return text
+    return f"{kept}\n[cut to its first lines: {len(text) - len(kept)} more characters left out]"
+
+
+def within_budget(messages: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
+    """`messages` cut to about `budget` tokens, never dropped: tool results first, to their first
+    lines; then the longest texts, each by half at a time, down to 500 characters. Each cut says so
+    in the text, so the model can tell the user what it did not read."""
+    out = [dict(message) for message in messages]
+    sizes = [token_count.count(m["content"]) if isinstance(m.get("content"), str) else 0 for m in out]
+    for index, message in enumerate(out):
+        if sum(sizes) <= budget:
+            return out
+        if message["role"] == "tool":
+            message["content"] = head(message["content"])
+            sizes[index] = token_count.count(message["content"])
+    originals = {index: m["content"] for index, m in enumerate(out) if isinstance(m.get("content"), str)}
+    kept = {index: len(text) for index, text in originals.items()}
+    while sum(sizes) > budget and kept:
+        index = max(kept, key=lambda key: kept[key])
+        if kept[index] <= _TEXT_FLOOR:
+            break  # as small as it can be made: sent so
+        kept[index] = max(_TEXT_FLOOR, kept[index] // 2)
+        text = originals[index]
+        out[index]["content"] = (
+            f"{text[: kept[index]]}\n[Vernis cut this message to fit the context budget: the last "
+            f"{len(text) - kept[index]} of its {len(text)} characters are left out.]"
+        )
+        sizes[index] = token_count.count(out[index]["content"])
+    return out

@@ -11,11 +11,13 @@ from uuid import UUID
 
 from vernis.conversation import events
 from vernis.conversation.store import ConversationInfo
-from vernis.exceptions import MessageBlocked, NotFound
+from vernis.exceptions import InvalidMessage, MessageBlocked, NotFound, Unavailable
 from vernis.session.loading import load_conversation
+from vernis.session.send import read_window
 from vernis.session.state import Session
 
 __all__ = [
+    "compact_conversation",
     "delete_conversation",
     "find_conversation",
     "give_feedback",
@@ -130,3 +132,24 @@ async def give_feedback(session: Session, message_id: UUID, rating: str, comment
     )
     if not stored:
         raise NotFound("No such answer.")
+
+
+async def compact_conversation(session: Session, conversation_id: UUID) -> None:
+    """Summarise the conversation's older messages now (SPEC §19), whatever its size: admitted like
+    an answer (a model writes the summary), under its lease (`response_in_progress` while it
+    answers). Every socket showing it hears `conversation_compacted`. `invalid_message` when there
+    is nothing to summarise yet; `unavailable` when no summary could be had (nothing changed)."""
+    services, member = session.services, session.member
+    await find_conversation(session, conversation_id)
+    if services.compactor is None:
+        raise Unavailable("Conversations are not summarised on this server.")
+    admission = await services.gate.admit(member, session.rate, conversation_id)
+    try:
+        window = await read_window(services, conversation_id)
+        if window.cut() == 0:
+            raise InvalidMessage("There is nothing to summarise yet: the conversation is still short.")
+        if await services.compactor.compact(conversation_id, window, member, force=True) is None:
+            services.windows.discard(conversation_id)
+            raise Unavailable("The summary could not be made just now; nothing changed. Try again later.")
+    finally:
+        await admission.release(conversation_id)

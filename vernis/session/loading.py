@@ -2,7 +2,8 @@
 
 Three ways in (SPEC §4):
 - a plain load: `conversation_loaded`, one `history_message` per stored message, `history_end`
-  (its `seq` is where the history is current to);
+  (its `seq` is where the history is current to); a `conversation_compacted` before the first
+  message after each summary checkpoint (SPEC §19);
 - a load while an answer streams: the stored history without that answer, then `assistant_start`
   with `resumed: true`, what the answer has sent so far (its text merged into one `text_delta`),
   and the live rest;
@@ -23,6 +24,7 @@ from uuid import UUID
 
 from vernis.conversation import events
 from vernis.conversation.store import ConversationInfo
+from vernis.conversation.summaries import SummaryInfo
 from vernis.hub.base import HubEvent
 
 if TYPE_CHECKING:
@@ -94,6 +96,7 @@ async def load_conversation(
 
         in_flight = await hub.in_flight(conversation.id)
         messages = await services.store.messages(conversation.id)
+        summaries = await services.summaries.all(conversation.id)
         answer_events = None
         hidden: set[UUID] = session.held_answer_ids()
         if in_flight is not None:
@@ -102,7 +105,11 @@ async def load_conversation(
                 hidden.add(in_flight.message_id)
         if in_flight is None and services.answers.running(conversation.id) is None:
             # An answer in flight appends to the window it started with; only rebuild when idle.
-            services.windows.build(conversation.id, messages[-services.settings.window_messages :])
+            latest = summaries[-1] if summaries else None
+            unsummarised = [m for m in messages if latest is None or m.position >= latest.covered]
+            services.windows.build(
+                conversation.id, unsummarised[-services.settings.window_messages :], latest
+            )
 
         outbox.send(
             events.ConversationLoaded(
@@ -115,9 +122,14 @@ async def load_conversation(
         attached = {}
         if services.attachments is not None:
             attached = await services.attachments.of_messages(m.id for m in messages if m.role == "user")
+        marks = list(summaries)
         for message in messages:
+            while marks and marks[0].covered <= message.position:
+                outbox.send(_compacted(conversation.id, marks.pop(0)))
             if message.id not in hidden:
                 outbox.send(events.HistoryMessage(message, tuple(attached.get(message.id, ()))))
+        for mark in marks:
+            outbox.send(_compacted(conversation.id, mark))
         if in_flight is not None and answer_events is not None:
             outbox.send(events.HistoryEnd(conversation_id=conversation.id), in_flight.start_seq - 1)
             for resumed, seq, frame in resume_events(answer_events, upto):
@@ -129,3 +141,9 @@ async def load_conversation(
             outbox.send(events.HistoryEnd(conversation_id=conversation.id), upto)
     finally:
         session.release_held(upto)
+
+
+def _compacted(conversation_id: UUID, summary: SummaryInfo) -> events.ConversationCompacted:
+    return events.ConversationCompacted(
+        conversation_id=conversation_id, through_message_id=summary.through_message_id
+    )

@@ -13,17 +13,20 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID, uuid4
 
+from cachetools import LRUCache
+
 from vernis.answers.admission import Admission
 from vernis.answers.loop import LoopSettings
 from vernis.answers.registry import AnswerSpec
 from vernis.attachments import AttachmentInfo, with_attachments
-from vernis.conversation import events
+from vernis.conversation import events, tokens
 from vernis.conversation.records import CONTINUATION_PREFIX
 from vernis.conversation.store import (
     ConversationFull,
     ConversationInfo,
     DuplicateClientMessage,
     MessageUpdate,
+    StoredMessage,
 )
 from vernis.conversation.window import ConversationWindow, WindowEntry
 from vernis.exceptions import MessageBlocked, NotFound, QuotaExceeded, RateLimited, ResponseInProgress
@@ -34,6 +37,7 @@ from vernis.model.prompt import (
     TurnContext,
     build_system_prompt,
     build_turn_context,
+    with_summary,
     with_turn_context,
 )
 from vernis.pages import CurrentPage, PageRequest
@@ -47,7 +51,14 @@ from vernis.tools.runner import ToolRunner, Toolset
 if TYPE_CHECKING:
     from vernis.session.state import Session
 
-__all__ = ["Asker", "continue_answer", "continue_when_free", "send_user_message", "start_answer"]
+__all__ = [
+    "Asker",
+    "continue_answer",
+    "continue_when_free",
+    "read_window",
+    "send_user_message",
+    "start_answer",
+]
 
 logger = logging.getLogger("vernis.chat")
 
@@ -141,7 +152,7 @@ async def send_user_message(
             raise
     if attached and services.attachments is not None:
         await services.attachments.link(user_message.id, attached)
-    window.append(WindowEntry(MessageRole.USER, content))
+    window.append(WindowEntry(MessageRole.USER, content, message_id=user_message.id))
     await start_answer(
         session,
         conversation,
@@ -246,8 +257,7 @@ async def continue_answer(
     try:
         if admitted is not None:
             await admitted()
-        stored = await store.messages(conversation_id, last=settings.window_messages)
-        window = services.windows.build(conversation_id, stored)
+        window, stored = await _read(services, conversation_id)
         await store.add_message(
             conversation_id,
             MessageRole.ASSISTANT,
@@ -334,6 +344,12 @@ async def _begin(
     # From here the window follows what this answer writes, under this lease.
     window.mark = services.hub.lease_mark(conversation.id)
     try:
+        # Past its size or budget (SPEC §19): the older messages summarised, else dropped.
+        if window.due:
+            if services.compactor is None:
+                window.drop()
+            else:
+                await services.compactor.compact(conversation.id, window, member)
         context = ToolContext(
             member=member,
             permissions=asker.permissions,
@@ -357,6 +373,8 @@ async def _begin(
                 toolset=asker.toolset,
             )
         )
+        if window.summary is not None:
+            system = with_summary(system, window.summary.text)
         runner = None
         if asker.toolset:
             runner = ToolRunner(
@@ -387,9 +405,13 @@ async def _begin(
             page,
             [notice for notice in notices if notice is not None],
         )
+        turn_context = build_turn_context(turn)
         messages = with_turn_context(
-            [{"role": "system", "content": system}, *window.to_messages()], build_turn_context(turn)
+            [{"role": "system", "content": system}, *window.to_messages()], turn_context
         )
+        # What the first request carries beside the window's messages: the provider's count of that
+        # request, less this, is its count of the history (`ConversationWindow.observe`).
+        overhead = tokens.count(system) + tokens.count(turn_context) + _tool_tokens(asker.toolset)
         # The files the user's message carries (SPEC §21) follow its text.
         if services.attachments is not None:
             attached = await services.attachments.of_last_user_message(conversation.id)
@@ -427,9 +449,24 @@ async def _begin(
             member=member,
             continues=continues,
             trace_parent=trace_parent,
+            overhead_tokens=overhead,
         ),
         admission.owner,
     )
+
+
+# The token estimate of a toolset's definitions, by their JSON (encoded once per toolset).
+_tool_token_cache: LRUCache[bytes, int] = LRUCache(maxsize=256)
+
+
+def _tool_tokens(toolset: Toolset) -> int:
+    if not toolset:
+        return 0
+    encoded = toolset.definitions_json()
+    found = _tool_token_cache.get(encoded)
+    if found is None:
+        found = _tool_token_cache[encoded] = tokens.count(encoded.decode())
+    return found
 
 
 _PAGE_NOTICE = (
@@ -479,8 +516,24 @@ async def _window(session: Session, conversation_id: UUID) -> ConversationWindow
     window = services.windows.get(conversation_id)
     if window is not None and services.hub.unchanged(conversation_id, window.mark):
         return window
-    stored = await services.store.messages(conversation_id, last=session.settings.window_messages)
-    return services.windows.build(conversation_id, stored)
+    return await read_window(services, conversation_id)
+
+
+async def read_window(services: Services, conversation_id: UUID) -> ConversationWindow:
+    """The conversation's window read from the store: its summary checkpoint, if it has one, and the
+    messages after it."""
+    window, _ = await _read(services, conversation_id)
+    return window
+
+
+async def _read(services: Services, conversation_id: UUID) -> tuple[ConversationWindow, list[StoredMessage]]:
+    summary = await services.summaries.latest(conversation_id)
+    stored = await services.store.messages(
+        conversation_id,
+        last=services.settings.window_messages,
+        since=0 if summary is None else summary.covered,
+    )
+    return services.windows.build(conversation_id, stored, summary), stored
 
 
 async def _create(session: Session) -> tuple[ConversationInfo, ConversationWindow]:
@@ -503,6 +556,8 @@ async def _roll_over(
     )
     session.show(conversation)
     window = window.copy()
+    # The summary goes on with it (SPEC §19): a window read anew from the store has it too.
+    await services.summaries.carry_over(previous.id, conversation.id)
     services.windows.put(conversation.id, window)
     loaded = events.ConversationLoaded(
         conversation_id=conversation.id, title=None, rolled_over_from=previous.id

@@ -130,7 +130,7 @@ async def edit_message(
         session,
         conversation,
         live[:last_user],
-        content,
+        WindowEntry(MessageRole.USER, content, message_id=user.id),
         answer_id,
         admission,
         user.created_at,
@@ -166,7 +166,7 @@ async def _answer(
     session: Session,
     conversation: ConversationInfo,
     before: Sequence[StoredMessage],
-    new_user: str | None,
+    new_user: WindowEntry | None,
     message_id: UUID,
     admission: Admission,
     asked_at: datetime,
@@ -176,7 +176,12 @@ async def _answer(
     message does (`send.start_answer`). The caller was admitted: `admission` holds the lease."""
     services = session.services
     try:
-        window = services.windows.build(conversation.id, before)
+        # After the conversation's summary checkpoint (SPEC §19), as `send.read_window` reads it.
+        summary = await services.summaries.latest(conversation.id)
+        covered = 0 if summary is None else summary.covered
+        window = services.windows.build(
+            conversation.id, [m for m in before if m.position >= covered], summary
+        )
     except BaseException:
         await asyncio.shield(
             services.store.update_messages([MessageUpdate(message_id, "", None, MessageStatus.FAILED)])
@@ -184,7 +189,7 @@ async def _answer(
         await admission.release(conversation.id)
         raise
     if new_user is not None:
-        window.append(WindowEntry(MessageRole.USER, new_user))
+        window.append(new_user)
     await start_answer(
         session,
         conversation,

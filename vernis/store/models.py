@@ -39,6 +39,7 @@ __all__ = [
     "QuestionStatus",
     "Review",
     "ReviewStatus",
+    "Summary",
     "UTCDateTime",
     "Usage",
     "WebhookDelivery",
@@ -475,3 +476,25 @@ class MessageAttachment(SQLModel, table=True):
         foreign_key="assistant_attachment.id", ondelete="CASCADE", primary_key=True, index=True
     )
     position: int = 0
+
+
+class Summary(SQLModel, table=True):
+    """A summary checkpoint of a conversation (SPEC §19): what the model reads instead of the
+    messages it covers. The newest checkpoint of a conversation is the one in use; each earlier one
+    still marks, in the history, where a compaction happened."""
+
+    __tablename__ = "assistant_summary"
+    __table_args__ = (sa.Index("ix_summary_conversation", "conversation_id", "created_at"),)
+
+    id: uuid.UUID = Field(default_factory=uuid.uuid4, primary_key=True)
+    conversation_id: uuid.UUID = Field(foreign_key="assistant_conversation.id", ondelete="CASCADE")
+    # The newest message the summary covers. After a rollover it may be one of the previous
+    # conversation's messages: no foreign key.
+    through_message_id: uuid.UUID
+    # The messages of this conversation it covers: those at positions below `covered` (0 when it
+    # covers only messages of the conversation this one continues).
+    covered: int = 0
+    text: str = Field(sa_type=sa.Text())
+    # The model that wrote it.
+    model: str | None = Field(default=None, max_length=255)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=_tz())

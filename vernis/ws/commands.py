@@ -29,6 +29,7 @@ __all__ = [
     "ClientToolResult",
     "ClientTools",
     "Command",
+    "CompactConversation",
     "ConfirmTool",
     "DeleteConversation",
     "EditMessage",
@@ -122,6 +123,13 @@ class RenameConversation(_Command):
 
 class DeleteConversation(_Command):
     type: Literal["delete_conversation"]
+    conversation_id: UUID
+
+
+class CompactConversation(_Command):
+    """Summarise the conversation's older messages now (SPEC §19), whatever its size."""
+
+    type: Literal["compact_conversation"]
     conversation_id: UUID
 
 
@@ -233,6 +241,7 @@ Command = Annotated[
     | ConfirmTool
     | RenameConversation
     | DeleteConversation
+    | CompactConversation
     | Feedback
     | Regenerate
     | EditMessage

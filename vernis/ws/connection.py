@@ -326,6 +326,8 @@ class Connection:
                 await conversations.rename_conversation(session, command.conversation_id, command.title)
             case protocol.DeleteConversation():
                 await conversations.delete_conversation(session, command.conversation_id)
+            case protocol.CompactConversation():
+                await conversations.compact_conversation(session, command.conversation_id)
             case protocol.Feedback():
                 await conversations.give_feedback(
                     session, command.message_id, command.rating, command.comment

@@ -150,6 +150,10 @@ def to_wire(event: events.Event) -> protocol.Event:
             )
         case events.TitleUpdated():
             return protocol.TitleUpdated(conversation_id=event.conversation_id, title=event.title)
+        case events.ConversationCompacted():
+            return protocol.ConversationCompacted(
+                conversation_id=event.conversation_id, through_message_id=event.through_message_id
+            )
         case events.ErrorOccurred():
             quota = event.quota
             return protocol.ErrorEvent(

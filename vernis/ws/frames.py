@@ -26,6 +26,7 @@ __all__ = [
     "AttachmentRef",
     "ClientToolCall",
     "ConfirmationRequired",
+    "ConversationCompacted",
     "ConversationCreated",
     "ConversationList",
     "ConversationListItem",
@@ -214,6 +215,15 @@ class TitleUpdated(_ConversationEvent):
     title: str
 
 
+class ConversationCompacted(_ConversationEvent):
+    """From now on the model reads the conversation up to `through_message_id` as a summary; live,
+    and in a history replay before the first message after it (SPEC §19)."""
+
+    type: Literal["conversation_compacted"] = "conversation_compacted"
+    conversation_id: UUID
+    through_message_id: UUID
+
+
 class ErrorEvent(_ConversationEvent):
     type: Literal["error"] = "error"
     code: ErrorCode
@@ -311,6 +321,7 @@ Event = (
     | ClientToolCall
     | AssistantEnd
     | TitleUpdated
+    | ConversationCompacted
     | ErrorEvent
     | Pong
     | ReviewRequested

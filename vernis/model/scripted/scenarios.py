@@ -29,6 +29,7 @@ __all__ = [
     "last_user_text",
     "prompt_text",
     "reasoning_scenario",
+    "summary_scenario",
     "system_text",
     "without_context",
 ]
@@ -295,5 +296,35 @@ def reasoning_scenario(body: Mapping[str, Any], /) -> Reply | None:
     return Reply(answer.text, reasoning=reasoning, quirks=Quirk.REASONING)
 
 
+# A summary request (`vernis.answers.compaction`): no tools, a system message about a summary, and a
+# transcript after "Conversation:".
+_SUMMARY_ASKED = re.compile(r"\bsummary\b", re.IGNORECASE)
+_EARLIER = re.compile(r"\AEarlier summary:\n(.*?)\n\nConversation:\n", re.DOTALL)
+SUMMARY_LINE_CHARS = 160
+
+
+def summary_scenario(body: Mapping[str, Any], /) -> Reply | None:
+    """Summarises the way an extractive summariser would, so that a fact goes on from summary to
+    summary: the earlier summary's lines, then one line per user message of the transcript (its
+    first 160 characters)."""
+    text = last_user_text(body)
+    if body.get("tools") or not _SUMMARY_ASKED.search(system_text(body)) or "Conversation:\n" not in text:
+        return None
+    earlier = _EARLIER.match(text)
+    lines = earlier.group(1).splitlines() if earlier else []
+    conversation = text.split("Conversation:\n", 1)[1]
+    for paragraph in conversation.split("\n\n"):
+        if paragraph.startswith("User: "):
+            said = " ".join(paragraph[len("User: ") :].split())
+            lines.append(f"- The user said: {said[:SUMMARY_LINE_CHARS]}")
+    return Reply("\n".join(lines) or "- Nothing was said yet.")
+
+
 def default_scenarios(title_model: str = SCRIPTED_TITLE_MODEL) -> list[Scenario]:
-    return [TitleScenario(title_model), ask_user_scenario, reasoning_scenario, echo_reply]
+    return [
+        summary_scenario,
+        TitleScenario(title_model),
+        ask_user_scenario,
+        reasoning_scenario,
+        echo_reply,
+    ]
