@@ -104,14 +104,15 @@ class Settings(BaseSettings):
     context_budget_tokens: int = Field(
         24_000,
         ge=500,
-        description="Tokens (estimated) the conversation's history may take in a request; past them the "
-        "window drops its older messages at once, as at VERNIS_WINDOW_MESSAGES (SPEC §19).",
+        description="Tokens (o200k_base, or the provider's count) the conversation's history may take "
+        "in a request; past them, as past VERNIS_WINDOW_MESSAGES, its older messages are summarised "
+        "(SPEC §19).",
     )
     context_keep_recent: int = Field(
         10,
         ge=1,
-        description="Messages a full context window keeps when it drops (or summarises) the older ones "
-        "at once (SPEC §19).",
+        description="Messages a full context window keeps whole when it summarises (or, when that "
+        "fails, drops) the older ones at once (SPEC §19).",
     )
     rollover_messages: int = Field(50, ge=2)
     store_reasoning: bool = Field(
