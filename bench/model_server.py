@@ -6,7 +6,8 @@ Raw asyncio (uvloop) HTTP/1.1 with keep-alive and chunked SSE: every request to 
 streams `--tokens` content chunks, one every `--pace` seconds (`--pace 0`: as fast as possible,
 `--burst` chunks per write; paced tokens are due at fixed times from the first, so late timer
 wake-ups do not add up), then a finish chunk with usage and `[DONE]`. A title request
-(`max_tokens` below 64) gets three tokens at once.
+(`max_tokens` below 64) and a summary request get three tokens at once. A last user message that
+says "look it up" gets a `search_contacts` tool call instead (the request after its result, text).
 
 Each content chunk carries the moment it was written, `t<CLOCK_MONOTONIC µs> `, so a client on this
 machine measures the latency Vernis adds: its receipt time minus that stamp. The first chunk of an
@@ -83,8 +84,10 @@ class Model:
                     writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(payload), payload))
                     continue
                 title = (body.get("max_tokens") or 1000) < 64
-                if title:
+                if title or _summary(body):
                     await self.stream(writer, arrived, 3, 0.0, counted=False)
+                elif _lookup(body):
+                    await self.call_tool(writer)
                 else:
                     await self.stream(writer, arrived, self.tokens, self.pace)
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -121,6 +124,37 @@ class Model:
         pending.append(b"data: [DONE]\n\n")
         writer.write(framed(b"".join(pending)) + b"0\r\n\r\n")
         await writer.drain()
+
+    async def call_tool(self, writer: asyncio.StreamWriter) -> None:
+        """One `search_contacts` call, whole in one chunk, then the finish chunk."""
+        call = {
+            "index": 0,
+            "id": f"call_{self.requests}",
+            "type": "function",
+            "function": {"name": "search_contacts", "arguments": '{"query": "a"}'},
+        }
+        usage = {"prompt_tokens": 1000, "completion_tokens": 10, "total_tokens": 1010}
+        frames = [
+            chunk({"role": "assistant", "content": None, "tool_calls": [call]}),
+            chunk({}, "tool_calls", usage),
+            b"data: [DONE]\n\n",
+        ]
+        writer.write(HEAD + framed(b"".join(frames)) + b"0\r\n\r\n")
+        await writer.drain()
+
+
+def _summary(body: dict[str, object]) -> bool:
+    """A compaction's summary request (Vernis's title model, no tools, "summary" in its instructions)."""
+    messages = body.get("messages")
+    first = messages[0] if isinstance(messages, list) and messages else {}
+    return not body.get("tools") and "summary" in str(first.get("content", ""))
+
+
+def _lookup(body: dict[str, object]) -> bool:
+    """A user message asking to "look it up" is answered with a tool call (its result then gets text)."""
+    messages = body.get("messages")
+    last = messages[-1] if isinstance(messages, list) and messages else {}
+    return last.get("role") == "user" and "look it up" in str(last.get("content", ""))
 
 
 async def main(args: argparse.Namespace, text: list[str] | None) -> None:

@@ -10,13 +10,16 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
+from pydantic import BaseModel
 
-from tests.fixtures.server import Client, Vernis, VernisFactory, types_of
+from tests.fixtures.server import Client, Vernis, VernisFactory, text_of, types_of
 from vernis.answers.compaction import MAX_SUMMARY_CHARS, SUMMARY_INSTRUCTIONS
 from vernis.conversation import tokens
 from vernis.model.prompt import SUMMARY_HEADING
-from vernis.model.scripted import SCRIPTED_CHAT_MODEL, Fault, Reply
+from vernis.model.scripted import SCRIPTED_CHAT_MODEL, Fault, Reply, ScriptedToolCall
 from vernis.model.scripted.scenarios import system_text
+from vernis.tools import Toolkit, tool
+from vernis.tools.catalog import Catalog
 
 FACT = "my locker code is QX-4471"
 # Small windows, so that a few turns fill one: due past 6 messages, keeping the last 2.
@@ -196,3 +199,52 @@ async def test_the_summary_goes_on_over_a_rollover_and_a_restart(vernis_factory:
         async with restarted.opened() as client:  # the latest conversation: the one that rolled over
             await client.answer("After the restart")
         assert FACT in (summary_in(chat_requests(restarted)[-1]) or "")
+
+
+class Export(BaseModel):
+    table: str
+
+
+async def export_rows(ctx: Any, args: Export) -> dict[str, Any]:
+    """Export a table's rows."""
+    return {"rows": [{"id": n, "name": f"row {n}", "notes": "an apple a day " * 10} for n in range(240)]}
+
+
+async def test_a_paste_and_a_large_tool_result_past_the_budget_are_sent_cut_with_notes(
+    vernis_factory: VernisFactory,
+) -> None:
+    """A 6,000-character paste whose answer reads a 40 KB tool result, with a budget of 1,000 tokens: the model receives both cut, each with a note saying so, the answer is given, and the stored message and result stay whole."""
+    toolkit: Toolkit[None] = Toolkit(
+        "rows",
+        tools=[tool(permission="rows:read")(export_rows)],
+        permissions={"rows:read": "Export rows"},
+        role_grants={"member": ["rows:read"]},
+    )
+    paste = "\n".join(f"line {n}: " + "the quarterly figures look fine " * 5 for n in range(40))
+    assert len(paste) >= 6_000
+    async with vernis_factory(demo=False, catalog=Catalog([toolkit]), context_budget_tokens=1_000) as vernis:
+        vernis.scripted.add(
+            Reply(tool_calls=[ScriptedToolCall("export_rows", {"table": "contacts"}, call_id="call_rows")]),
+            match=lambda body: (
+                body["model"] == SCRIPTED_CHAT_MODEL and body["messages"][-1]["role"] == "user"
+            ),
+        )
+        vernis.scripted.add(
+            "Done: the export is above.",
+            match=lambda body: (
+                body["model"] == SCRIPTED_CHAT_MODEL and body["messages"][-1]["role"] == "tool"
+            ),
+        )
+        async with vernis.opened() as client:
+            events = await client.answer(f"Export the contacts and compare with this:\n{paste}")
+        first, second = chat_requests(vernis)[-2:]
+    assert text_of(events) == "Done: the export is above."
+    completed = next(e for e in events if e["type"] == "tool_call_completed")
+    assert len(orjson.dumps(completed["result"])) >= 40_000  # the user's card shows it whole
+    assert "Vernis cut this message to fit the context budget" in first["messages"][-1]["content"]
+    tool_message = second["messages"][-1]
+    assert tool_message["role"] == "tool"
+    assert "[cut to its first lines" in tool_message["content"]
+    assert "Vernis cut this message" in second["messages"][1]["content"]
+    history = second["messages"][1:]
+    assert sum(tokens.count(m.get("content") or "") for m in history) <= 1_500

@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from vernis.conversation.window import for_model
+from vernis.conversation.window import for_model, within_budget
 from vernis.exceptions import LLMError, LLMNotConfigured, LLMStalled, LLMUnavailable
 from vernis.model.base import (
     ChatModel,
@@ -107,6 +107,9 @@ class LoopSettings:
     retry_base_delay: float = 0.5
     retry_max_delay: float = 8.0
     max_tokens: int | None = None
+    # The tokens the conversation may take in a request beside the system message
+    # (VERNIS_CONTEXT_BUDGET_TOKENS): tool results that pass it are sent cut, with a note (SPEC §19).
+    budget: int | None = None
 
 
 async def run_loop(
@@ -232,11 +235,23 @@ async def run_loop(
             }
             for o in outcomes
         )
+        if settings.budget is not None:
+            history = _within(history, settings.budget)
         if any(outcome.question is not None for outcome in outcomes):
             # The model asked the user (`ask_user`, SPEC §17): the answer ends here, and the
             # user's answers come back as that call's result in a new answer.
             return finish
     return finish
+
+
+def _within(history: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
+    """`history` with what follows its system message cut to `budget` tokens (`within_budget`),
+    when it may pass it (a token is at least a byte, a character at most four bytes: fewer than a
+    quarter of the budget in characters cannot)."""
+    chars = sum(len(m["content"]) for m in history[1:] if isinstance(m.get("content"), str))
+    if chars * 4 <= budget:
+        return history
+    return [history[0], *within_budget(history[1:], budget)]
 
 
 def _switchable(error: LLMError) -> bool:

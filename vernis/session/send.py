@@ -441,6 +441,7 @@ async def _begin(
                 max_tool_rounds=settings.max_tool_rounds,
                 retries=settings.llm_max_retries,
                 max_tokens=settings.llm_max_tokens,
+                budget=settings.context_budget_tokens,
             ),
             message_id=message_id,
             first_user_message=first_user_message,
