@@ -1,5 +1,8 @@
-// The socket to Vernis, kept open: reconnects by itself with exponential backoff and jitter,
-// notices a dead link (no pong) and the browser going offline, and reports its state.
+// The socket to Vernis, kept open: reconnects by itself with exponential backoff and jitter (the
+// n-th retry after a failure at a random moment between half and all of min(30 s, 0.5 s x 2^n): the
+// first within 0.5-1 s), resuming with `after_seq`, notices a dead link (no pong) and the browser
+// going offline, and reports its state. Tabs cut at once (a deploy, a network blip) so come back
+// spread over time, not all in the same instant.
 //
 // States: "connecting" (first attempt), "connected", "reconnecting" (lost, trying again), "offline"
 // (the browser says it is offline), "unavailable" (online, but several attempts in a row failed:
@@ -18,7 +21,9 @@
 export const CLOSE_AUTH_EXPIRED = 4401;
 const PROTOCOL = "vernis.v1";
 const BACKOFF_BASE_MS = 500;
-const BACKOFF_MAX_MS = 15000;
+const BACKOFF_MAX_MS = 30000;
+// Back online, a tab waits up to this long, at random: every tab of a network comes back at once.
+const ONLINE_JITTER_MS = 1000;
 const UNAVAILABLE_AFTER_FAILURES = 4;
 const IDLE_PING_MS = 25000;
 const PONG_TIMEOUT_MS = 10000;
@@ -48,7 +53,7 @@ export class Connection extends EventTarget {
     this.opening = false;
     // Why the last attempt failed: "server" (not reached, or closed) or "token" (getToken failed).
     this.cause = null;
-    this.onOnline = () => this.reconnectNow();
+    this.onOnline = () => this.reconnectSoon();
     this.onOffline = () => this.drop("offline");
     window.addEventListener("online", this.onOnline);
     window.addEventListener("offline", this.onOffline);
@@ -86,7 +91,18 @@ export class Connection extends EventTarget {
     return true;
   }
 
-  /** Retry at once (the "retry now" button, the browser coming back online). */
+  /** The browser is back online: retry within ONLINE_JITTER_MS, at a random moment. */
+  reconnectSoon() {
+    if (this.stopped || this.state === "signed-out" || (this.socket && this.socket.readyState <= WebSocket.OPEN)) {
+      return;
+    }
+    clearTimeout(this.retryTimer);
+    const delay = Math.round(Math.random() * ONLINE_JITTER_MS);
+    this.nextRetryAt = Date.now() + delay;
+    this.retryTimer = setTimeout(() => this.connectNow(), delay);
+  }
+
+  /** Retry at once (the "retry now" button). */
   reconnectNow() {
     if (this.stopped || this.state === "signed-out") {
       return;

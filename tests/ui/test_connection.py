@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import re
+from collections.abc import Callable
 from urllib.parse import parse_qs, urlsplit
 
 from playwright.async_api import WebSocket, WebSocketRoute, expect
 
 from tests.fixtures.server import VernisFactory
-from tests.ui.conftest import UI, EmbedFactory, OpenUI
+from tests.ui.conftest import UI, EmbedFactory, OpenUI, UIFactory
 from vernis.model.scripted import Reply
 
 WORDS = [f"w{n:02d}" for n in range(60)]
@@ -169,3 +171,60 @@ async def test_a_failing_get_token_is_named_as_such(embed_factory: EmbedFactory,
         await expect(ui.connection.locator(".conn-text")).to_have_text(
             "Can't get a session from this page, retrying"
         )
+
+
+PANELS = 20
+
+
+async def test_panels_cut_at_once_come_back_spread_over_time(ui_factory: UIFactory, open_ui: OpenUI) -> None:
+    """Twenty panels whose sockets are cut in the same instant all come back, each resuming with `after_seq`, their reconnects spread over the backoff's first window (0.5-1 s after the cut) instead of arriving together."""
+    # One member's twenty tabs, and the sockets the cut left on the server's side (a routed socket
+    # closed by Playwright is never closed towards the server) count against the member's cap.
+    async with ui_factory(max_sockets_per_member=100) as vernis:
+        await cut_and_come_back(await open_ui(vernis))
+
+
+async def cut_and_come_back(ui: UI) -> None:
+    ui.vernis.scripted.add(Reply("Here."), match="hello")
+    loop = asyncio.get_running_loop()
+    sockets: list[list[tuple[WebSocketRoute, WebSocketRoute]]] = []
+    back: list[tuple[float, str]] = []
+    all_back = asyncio.Event()
+    cut_at: float | None = None
+
+    def watch(index: int) -> Callable[[WebSocketRoute], None]:
+        def route(page: WebSocketRoute) -> None:
+            sockets[index].append((page, page.connect_to_server()))
+            if cut_at is not None:
+                back.append((loop.time() - cut_at, page.url))
+                if len(back) == PANELS:
+                    all_back.set()
+
+        return route
+
+    tabs = [ui, *[UI(ui.vernis, ui.context, await ui.context.new_page()) for _ in range(PANELS - 1)]]
+    for index, tab in enumerate(tabs):
+        sockets.append([])
+        await tab.page.route_web_socket(re.compile(r".*/api/assistant/ws.*"), watch(index))
+    await ui.goto()
+    await ui.open()
+    await ui.send("hello")
+    await ui.answered()
+    # The other tabs open the same conversation: each knows the seq it has seen.
+    await asyncio.gather(*(tab.goto() for tab in tabs[1:]))
+    await asyncio.gather(*(tab.open() for tab in tabs[1:]))
+    for tab in tabs:
+        tab.console_errors_expected = True
+    cut_at = loop.time()
+    for page, server in (opened[-1] for opened in sockets):
+        await page.close(code=1012, reason="service restart")
+        await server.close(code=1012, reason="service restart")
+    async with asyncio.timeout(15):
+        await all_back.wait()
+    await asyncio.gather(*(tab.connected() for tab in tabs))
+    delays = sorted(delay for delay, _ in back)
+    assert all("after_seq=" in url for _, url in back)
+    assert delays[0] >= 0.4  # the first retry waits at least half a second
+    assert delays[-1] - delays[0] >= 0.15  # spread, not together
+    # At most half of them within any 100 ms.
+    assert max(sum(1 for d in delays if start <= d < start + 0.1) for start in delays) <= PANELS // 2
