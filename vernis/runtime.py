@@ -253,7 +253,7 @@ async def open_services(
             fallbacks=fallbacks,
         )
         stack.push_async_callback(titles.aclose)
-        summaries = SummaryStore(engine)
+        summaries = SummaryStore(engine, transactions)
         compactor = Compactor(
             model=chat_model,
             model_name=settings.title_model_name,

@@ -187,3 +187,27 @@ async def test_a_statement_executed_while_the_lock_is_taken_waits_on_the_writer_
         await transactions.aclose()
     assert transactions.fallbacks == 1
     assert _values(database) == [0, 1, 2, 3, 5]
+
+
+async def test_writes_while_the_lock_is_taken_wait_together_without_blocking_the_loop(database: Path) -> None:
+    """Two execute()s and a run() started while another connection holds the lock all wait on the writer thread (the loop's one connection is not held across the wait, so the second does not block the loop on the pool) and all commit once it is released."""
+    holder = _holding_the_lock(database)
+    transactions = SqliteTransactions(f"sqlite:///{database}")
+    insert = sa.insert(_ITEMS)
+    try:
+        first = asyncio.ensure_future(transactions.execute(insert, [{"value": 1}]))
+        await asyncio.sleep(0.05)  # the first is waiting on the thread
+        # Before the fix, the second waited for the pool on the loop's thread until its timeout.
+        second = asyncio.ensure_future(transactions.execute(insert, [{"value": 2}]))
+        third = asyncio.ensure_future(transactions.run(_insert(3)))  # type: ignore[arg-type]
+        await asyncio.sleep(0.05)
+        assert not (first.done())
+        assert not (second.done())
+        assert not (third.done())
+        holder.execute("COMMIT")
+        await asyncio.wait_for(asyncio.gather(first, second, third), 10)
+    finally:
+        holder.close()
+        await transactions.aclose()
+    assert transactions.fallbacks == 3
+    assert sorted(_values(database)) == [0, 1, 2, 3]

@@ -14,9 +14,11 @@ from datetime import datetime
 from uuid import UUID, uuid4
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vernis.store.models import Message, Summary, table_of, utcnow
+from vernis.store.transactions import EngineTransactions, Transactions
 
 __all__ = ["SummaryInfo", "SummaryStore"]
 
@@ -40,8 +42,12 @@ def _info(row: sa.RowMapping) -> SummaryInfo:
 
 
 class SummaryStore:
-    def __init__(self, engine: AsyncEngine) -> None:
+    """Reads through `engine`; writes as the conversation's other writes go (`transactions`: on
+    SQLite, the one writer that does not fight the answers' rows for the lock)."""
+
+    def __init__(self, engine: AsyncEngine, transactions: Transactions | None = None) -> None:
         self._engine = engine
+        self._transactions = transactions or EngineTransactions(engine)
 
     async def latest(self, conversation_id: UUID) -> SummaryInfo | None:
         """The checkpoint in use: the conversation's newest."""
@@ -71,16 +77,15 @@ class SummaryStore:
         """Store a checkpoint covering the conversation up to `through_message_id` (one of its
         messages, or of the conversation it continues)."""
         now = utcnow()
-        async with self._engine.begin() as connection:
-            position = (
-                await connection.execute(
-                    sa.select(_message.c.position).where(
-                        _message.c.id == through_message_id, _message.c.conversation_id == conversation_id
-                    )
+
+        def store(connection: Connection) -> int:
+            position = connection.execute(
+                sa.select(_message.c.position).where(
+                    _message.c.id == through_message_id, _message.c.conversation_id == conversation_id
                 )
             ).scalar()
             covered = 0 if position is None else position + 1
-            await connection.execute(
+            connection.execute(
                 sa.insert(_summary).values(
                     id=uuid4(),
                     conversation_id=conversation_id,
@@ -91,6 +96,9 @@ class SummaryStore:
                     created_at=now,
                 )
             )
+            return covered
+
+        covered = await self._transactions.run(store)
         return SummaryInfo(text, through_message_id, covered, now)
 
     async def carry_over(self, previous_id: UUID, conversation_id: UUID) -> SummaryInfo | None:

@@ -343,6 +343,9 @@ class SqliteTransactions:
         """On the loop's thread, straight through the driver (statements compiled once, their
         parameters given to the driver as it takes them): less CPU than the same through a
         SQLAlchemy connection. A taken lock sends it to the thread, like `run`."""
+        # The loop's one connection is back in its pool before anything is awaited: taken across
+        # an await, the next `write` or `run` would wait for it on the loop's own thread, blocking
+        # the loop until the pool's timeout.
         pooled = self._inline.raw_connection()
         try:
             driver = pooled.driver_connection
@@ -352,24 +355,28 @@ class SqliteTransactions:
             except sqlite3.OperationalError as exc:
                 if not _locked_error(exc):
                     raise sa.exc.OperationalError("BEGIN IMMEDIATE", None, exc) from exc
-                self.fallbacks += 1
-                return await asyncio.get_running_loop().run_in_executor(
-                    self._thread, self._run, lambda connection: body(_ConnectionWriter(connection))
-                )
-            try:
-                result = body(_DriverWriter(driver, self._statements))
-                driver.execute("COMMIT")
-            except BaseException as exc:
-                driver.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.IntegrityError):
-                    raise sa.exc.IntegrityError(None, None, exc) from exc
-                if isinstance(exc, sqlite3.OperationalError):
-                    raise sa.exc.OperationalError(None, None, exc) from exc
-                if isinstance(exc, sqlite3.DatabaseError):
-                    raise sa.exc.DBAPIError(None, None, exc) from exc
-                raise
+                locked = True
+            else:
+                locked = False
+                try:
+                    result = body(_DriverWriter(driver, self._statements))
+                    driver.execute("COMMIT")
+                except BaseException as exc:
+                    driver.execute("ROLLBACK")
+                    if isinstance(exc, sqlite3.IntegrityError):
+                        raise sa.exc.IntegrityError(None, None, exc) from exc
+                    if isinstance(exc, sqlite3.OperationalError):
+                        raise sa.exc.OperationalError(None, None, exc) from exc
+                    if isinstance(exc, sqlite3.DatabaseError):
+                        raise sa.exc.DBAPIError(None, None, exc) from exc
+                    raise
         finally:
             pooled.close()
+        if locked:
+            self.fallbacks += 1
+            return await asyncio.get_running_loop().run_in_executor(
+                self._thread, self._run, lambda connection: body(_ConnectionWriter(connection))
+            )
         self._committed()
         return result
 
