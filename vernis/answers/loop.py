@@ -120,13 +120,19 @@ async def run_loop(
     emit: Callable[[AnswerEvent], None],
     *,
     fallbacks: Sequence[ModelRoute] = (),
+    history_tokens: int | None = None,
 ) -> str:
     """Run one answer; returns the last finish reason. `messages` starts with the system prompt.
     `model` is asked for `settings.model`; `fallbacks` are the models to try, in order, when it fails
-    before the first token."""
+    before the first token. `history_tokens`: the tokens of what follows the system message, when
+    the caller knows them (the conversation window's estimate): the budget is then checked from it
+    and the new tool results' size, and the history is only counted again near the budget."""
     routes = [ModelRoute(model, settings.model), *fallbacks]
     current = 0
     history = list(messages)
+    # An upper bound of the tokens after the system message (a token is at least a byte); None:
+    # unknown, counted when needed.
+    bound = history_tokens
     tools = runner.toolset.definitions() if runner is not None else []
     tools_json = runner.toolset.definitions_json() if runner is not None and tools else None
     emitted = False
@@ -227,16 +233,21 @@ async def run_loop(
             lambda call, arguments: emit(ToolStarted(call.call_id, call.name, arguments)),
             lambda outcome: emit(ToolFinished(outcome)),
         )
-        history.extend(
+        results = [
             {
                 "role": "tool",
                 "tool_call_id": o.call_id,
                 "content": orjson.dumps(for_model(o.envelope)).decode(),
             }
             for o in outcomes
-        )
+        ]
+        history.extend(results)
         if settings.budget is not None:
-            history = _within(history, settings.budget)
+            if bound is not None:
+                bound += len(orjson.dumps(history[-len(results) - 1 :]))
+            if bound is None or bound > settings.budget:
+                history = _within(history, settings.budget)
+                bound = None
         if any(outcome.question is not None for outcome in outcomes):
             # The model asked the user (`ask_user`, SPEC §17): the answer ends here, and the
             # user's answers come back as that call's result in a new answer.

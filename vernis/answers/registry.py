@@ -99,6 +99,8 @@ class AnswerSpec:
     # The tokens (estimated) of what the first request carries beside the window's messages: the
     # system message, the turn's context, the tool list (`ConversationWindow.observe`).
     overhead_tokens: int = 0
+    # The tokens (estimated) of `messages` after the system message; None: not known.
+    history_tokens: int | None = None
 
 
 @dataclass(eq=False)
@@ -299,7 +301,13 @@ class AnswerService:
                 model = traced_model(self._model)
                 fallbacks = [ModelRoute(traced_model(route.client), route.model) for route in self._fallbacks]
                 await run_loop(
-                    model, spec.messages, spec.runner, spec.loop, self._emitter(answer), fallbacks=fallbacks
+                    model,
+                    spec.messages,
+                    spec.runner,
+                    spec.loop,
+                    self._emitter(answer),
+                    fallbacks=fallbacks,
+                    history_tokens=spec.history_tokens,
                 )
             except asyncio.CancelledError:
                 status = MessageStatus.STOPPED

@@ -411,11 +411,14 @@ async def _begin(
         )
         # What the first request carries beside the window's messages: the provider's count of that
         # request, less this, is its count of the history (`ConversationWindow.observe`).
-        overhead = tokens.count(system) + tokens.count(turn_context) + _tool_tokens(asker.toolset)
+        context_tokens = tokens.count(turn_context)
+        overhead = _counted(system) + context_tokens + _tool_tokens(asker.toolset)
+        history_tokens: int | None = window.tokens + context_tokens
         # The files the user's message carries (SPEC §21) follow its text.
         if services.attachments is not None:
             attached = await services.attachments.of_last_user_message(conversation.id)
             if attached:
+                history_tokens = None  # counted by the loop if it must
                 content = await services.attachments.for_model(
                     attached, services.guards, member, conversation.id
                 )
@@ -451,13 +454,24 @@ async def _begin(
             continues=continues,
             trace_parent=trace_parent,
             overhead_tokens=overhead,
+            history_tokens=history_tokens,
         ),
         admission.owner,
     )
 
 
-# The token estimate of a toolset's definitions, by their JSON (encoded once per toolset).
+# Token estimates of the texts every answer of a member sends again: the system message (the same
+# from message to message, SPEC §19) and the toolset's definitions (by their JSON, encoded once per
+# toolset).
+_system_token_cache: LRUCache[str, int] = LRUCache(maxsize=256)
 _tool_token_cache: LRUCache[bytes, int] = LRUCache(maxsize=256)
+
+
+def _counted(system: str) -> int:
+    found = _system_token_cache.get(system)
+    if found is None:
+        found = _system_token_cache[system] = tokens.count(system)
+    return found
 
 
 def _tool_tokens(toolset: Toolset) -> int:
