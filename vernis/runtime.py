@@ -279,6 +279,11 @@ async def open_services(
             text_tokens=settings.attachment_text_tokens,
             vision=config.model.vision,
         )
+        identity = IdentityService(
+            verifier, engine, catalog.roles, transactions, recent_seconds=settings.auth_check_interval
+        )
+        # A revoked member's identities kept for HTTP requests go at once, on every instance.
+        revocations.on_revoke(lambda member_id, _: identity.forget(member_id))
         services = Services(
             settings=settings,
             engine=engine,
@@ -296,7 +301,7 @@ async def open_services(
                 budget=settings.context_budget_tokens,
             ),
             catalog=catalog,
-            identity=IdentityService(verifier, engine, catalog.roles, transactions),
+            identity=identity,
             approvals=ApprovalService(engine, settings.approval_ttl, outbox=outbox),
             member_limiter=member_limiter,
             socket_cap=socket_cap,

@@ -420,10 +420,17 @@ async def test_a_socket_tab_sees_an_agui_run_in_step(vernis: Vernis) -> None:
 
 
 async def test_a_revoked_token_is_401(vernis_factory: VernisFactory) -> None:
-    """After the admin API revokes a member's tokens, a run with their old token is refused with 401."""
+    """After the admin API revokes a member's tokens, a run with their old token is refused with 401, though that token's identity was just used for a run (HTTP requests reuse it for a while, a revocation drops it at once)."""
     async with vernis_factory(admin_token=ADMIN_TOKEN) as vernis:
         old = vernis.token()
         async with httpx.AsyncClient(base_url=vernis.http_url, timeout=10) as client:
+            before = await client.post(
+                "/api/agui/run",
+                json=run_input(str(uuid.uuid4()), user("hi")),
+                headers={"Authorization": f"Bearer {old}"},
+            )
+            assert before.status_code == 200
+            assert "RUN_FINISHED" in before.text
             revoked = await client.post(
                 "/api/admin/members/revoke",
                 json={"org": "acme", "sub": "member@acme.test"},

@@ -314,9 +314,9 @@ async def _thread(services: Services, identity: Identity, thread_id: UUID) -> Co
 
 
 async def _send(session: Session, conversation: ConversationInfo, request: RunRequest) -> None:
-    """Send the new user message, unless it is a stored message the client sent back. One sent
-    before by its id is answered once (`send_user_message` finds it): the run then follows that
-    answer if it still runs, else ends at once."""
+    """Send the new user message, unless it is a stored message the client sent back, or one sent
+    before by its id (answered once: the run then follows that answer if it still runs, else ends
+    at once). Both are looked up in one query."""
     services = session.services
     message = request.message
     assert message is not None
@@ -324,11 +324,16 @@ async def _send(session: Session, conversation: ConversationInfo, request: RunRe
         stored_id: UUID | None = UUID(message.id)
     except ValueError:
         stored_id = None
-    if stored_id is not None and await services.store.has_message(conversation.id, stored_id):
+    member = session.member
+    if await services.store.has_message(
+        conversation.id, stored_id, member.id, member.organization_id, message.id
+    ):
         return
     page = PageRequest(request.route) if request.route is not None else None
     notices = await _context_notice(session, conversation, request)
-    await send_user_message(session, message.content, page, message.id, message.attachments, notices=notices)
+    await send_user_message(
+        session, message.content, page, message.id, message.attachments, notices=notices, seen_checked=True
+    )
 
 
 async def _context_notice(session: Session, conversation: ConversationInfo, request: RunRequest) -> list[str]:

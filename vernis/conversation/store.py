@@ -516,10 +516,26 @@ class ConversationStore:
             found.reverse()
         return found
 
-    async def has_message(self, conversation_id: UUID, message_id: UUID) -> bool:
-        """Whether the conversation holds the message `message_id` (a client sent a stored one back)."""
-        statement = sa.select(_message.c.id).where(
-            _message.c.id == message_id, _message.c.conversation_id == conversation_id
+    async def has_message(
+        self,
+        conversation_id: UUID,
+        message_id: UUID | None,
+        member_id: UUID,
+        organization_id: UUID,
+        client_id: str,
+    ) -> bool:
+        """In one query: whether the conversation holds the message `message_id` (a client sent a
+        stored one back), or the member sent one with `client_id` as its `client_message_id`."""
+        sent = _message.c.client_message_id == client_id
+        if message_id is not None:
+            sent = sa.or_(
+                sent, sa.and_(_message.c.id == message_id, _message.c.conversation_id == conversation_id)
+            )
+        statement = (
+            sa.select(_message.c.id)
+            .join(_conversation, _conversation.c.id == _message.c.conversation_id)
+            .where(_sql.owned_by(member_id, organization_id), sent)
+            .limit(1)
         )
         async with self._engine.connect() as connection:
             return (await connection.execute(statement)).first() is not None

@@ -12,6 +12,7 @@ refused; so is a token that grants no `assistant:use`.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -19,6 +20,7 @@ from uuid import UUID
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import sqlalchemy as sa
+from cachetools import TTLCache
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -29,7 +31,12 @@ from vernis.store.engine import dialect_insert
 from vernis.store.models import Member, Organization, table_of, utcnow
 from vernis.store.transactions import EngineTransactions, Transactions
 
-__all__ = ["IdentityService"]
+__all__ = ["RECENT_SECONDS", "IdentityService"]
+
+# How long an HTTP request's identity may be used again for the same token (`authenticate_recent`),
+# unless told otherwise: the app gives its sockets' check of their members (`auth_check_interval`).
+RECENT_SECONDS = 30.0
+RECENT_TOKENS = 10_000
 
 _organization = table_of(Organization)
 _member = table_of(Member)
@@ -92,11 +99,32 @@ class IdentityService:
         engine: AsyncEngine,
         roles: RoleTable,
         transactions: Transactions | None = None,
+        *,
+        recent_seconds: float = RECENT_SECONDS,
     ) -> None:
         self.verifier = verifier
         self.roles = roles
         self._engine = engine
         self._transactions = transactions or EngineTransactions(engine)
+        self._recent: TTLCache[str, Identity] = TTLCache(maxsize=RECENT_TOKENS, ttl=recent_seconds)
+
+    async def authenticate_recent(self, token: str) -> Identity:
+        """`authenticate` for HTTP requests (an AG-UI run per message, the usage API): the identity
+        of the same token is used again for up to `recent_seconds`, never past the token's expiry,
+        as a socket keeps its identity between its checks of its member (a member removed meanwhile
+        is refused once it has passed). `forget` drops a member's at once (their tokens revoked)."""
+        identity = self._recent.get(token)
+        if identity is not None and identity.expires_at > time.time():
+            return identity
+        identity = await self.authenticate(token)
+        self._recent[token] = identity
+        return identity
+
+    def forget(self, member_id: UUID) -> None:
+        """The identities `authenticate_recent` keeps for this member are asked for anew."""
+        for token, identity in list(self._recent.items()):
+            if identity.member.id == member_id:
+                self._recent.pop(token, None)
 
     async def authenticate(self, token: str, *, require: str | None = ASSISTANT_USE) -> Identity:
         """Verify `token` and return who it names, made or updated just in time.

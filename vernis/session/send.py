@@ -74,12 +74,15 @@ async def send_user_message(
     client_message_id: str | None,
     attachment_ids: Sequence[UUID] = (),
     notices: Sequence[str] = (),
+    *,
+    seen_checked: bool = False,
 ) -> None:
     """`notices`: what the answer's turn context says beside the message (an AG-UI run's page
-    context, already guarded and bounded by the caller)."""
+    context, already guarded and bounded by the caller). `seen_checked`: the caller found no
+    message of this member with this `client_message_id` already."""
     services, member, settings = session.services, session.member, session.settings
     store = services.store
-    if client_message_id is not None:
+    if client_message_id is not None and not seen_checked:
         seen = await store.find_by_client_message_id(member.id, member.organization_id, client_message_id)
         if seen is not None:
             # Already received (the client resent it after a reconnect): answered once, not twice.
@@ -163,6 +166,7 @@ async def send_user_message(
         page_context=page_context,
         notices=[verdict.model_notice(), *notices],
         first_user_message=content if user_message.position == 0 else None,
+        attached=attached,
     )
 
 
@@ -191,11 +195,13 @@ async def start_answer(
     page_context: PageRequest | None = None,
     notices: Sequence[str | None] = (),
     first_user_message: str | None = None,
+    attached: Sequence[AttachmentInfo] | None = None,
 ) -> None:
     """The system prompt and this member's tools (SPEC §4, step 6), then the answer, which belongs to
     the conversation from here on (7). The caller was admitted (`vernis.answers.admission`: its
     `admission` holds the conversation's lease) and has stored the answer's row (`message_id`,
-    streaming); `window` ends with what the answer replies to. A new message, a regenerated answer
+    streaming); `window` ends with what the answer replies to; `attached`: that message's files,
+    when the caller knows them (None: read from the store). A new message, a regenerated answer
     and an edited message all start here; an answer after a decision taken elsewhere, with nobody's
     socket asking, starts at `continue_answer`."""
     await _begin(
@@ -209,6 +215,7 @@ async def start_answer(
         page_context=page_context,
         notices=notices,
         first_user_message=first_user_message,
+        attached=attached,
     )
 
 
@@ -335,6 +342,7 @@ async def _begin(
     replying_to: str | None = None,
     continues: bool = False,
     trace_parent: str | None = None,
+    attached: Sequence[AttachmentInfo] | None = None,
 ) -> None:
     """`start_answer` for `asker`, with or without a socket. `replying_to`: the text of the user's
     message the answer replies to (what a write confirmed in the chat is checked against), the
@@ -416,7 +424,8 @@ async def _begin(
         history_tokens: int | None = window.tokens + context_tokens
         # The files the user's message carries (SPEC §21) follow its text.
         if services.attachments is not None:
-            attached = await services.attachments.of_last_user_message(conversation.id)
+            if attached is None:
+                attached = await services.attachments.of_last_user_message(conversation.id)
             if attached:
                 history_tokens = None  # counted by the loop if it must
                 content = await services.attachments.for_model(

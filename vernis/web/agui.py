@@ -117,8 +117,12 @@ async def run(request: Request) -> Response:
 def _event_stream(events: AsyncIterator[str], close: Callable[[], None]) -> StreamingResponse:
     """A run's or a connection's events as server-sent events; `close` runs after the response,
     also when the client left before the stream started."""
+
+    async def closed() -> None:  # a coroutine: starlette runs a plain function on a worker thread
+        close()
+
     return StreamingResponse(
-        events, media_type="text/event-stream", headers=SSE_HEADERS, background=BackgroundTask(close)
+        events, media_type="text/event-stream", headers=SSE_HEADERS, background=BackgroundTask(closed)
     )
 
 

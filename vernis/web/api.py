@@ -72,7 +72,7 @@ async def authenticated(request: Request) -> Identity | Response:
     if token is None:
         return _error(401, "unauthenticated", "Send a Bearer token or the vernis_token cookie.")
     try:
-        return await services.identity.authenticate(token)
+        return await services.identity.authenticate_recent(token)
     except AuthError as exc:
         return _error(401, "unauthenticated", exc.public_message)
 
