@@ -42,7 +42,7 @@ from vernis.session.reviews import expire_reviews
 from vernis.settings import Settings, load_settings
 from vernis.tools import PagePattern, QuickAction, Toolkit, load_toolkits
 from vernis.tools.catalog import Catalog
-from vernis.web.agui import SERVER_SEND, agui_routes
+from vernis.web.agui import agui_routes
 from vernis.web.api import api_routes
 from vernis.web.assets import web_routes
 from vernis.web.attachments import attachment_routes
@@ -311,8 +311,6 @@ class SocketFirst:
         if scope["type"] == "websocket" and scope["path"] == SOCKET_PATH:
             await assistant_socket(WebSocket(scope, receive, send))
             return
-        if scope["type"] == "http":
-            scope[SERVER_SEND] = send  # for the body of server-sent events (`vernis.web.agui`)
         await self.app(scope, receive, send)
 
 

@@ -36,6 +36,7 @@ from pydantic import ValidationError
 from vernis.exceptions import ConfigError
 from vernis.metrics import MULTIPROC_ENV
 from vernis.settings import Settings, load_settings
+from vernis.web.sse import VernisHttpProtocol
 from vernis.ws.transport import VernisProtocol
 
 if TYPE_CHECKING:
@@ -59,7 +60,8 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         # uvloop's event loop and httptools' parser: the plain asyncio loop's polling is a large
         # share of the CPU per streamed delta, and uvloop's costs less.
         "loop": "uvloop",
-        "http": "httptools",
+        # httptools' parser, with a writer of server-sent events' chunks (`vernis.web.sse`).
+        "http": VernisHttpProtocol,
         "ws": VernisProtocol,
         "ws_max_size": settings.max_frame_bytes,
         "ws_per_message_deflate": False,

@@ -26,7 +26,7 @@ from ag_ui.core import (
     UserMessage,
 )
 
-from vernis.agui.run import Stream, follow
+from vernis.agui.run import Stream, WriteNow, follow
 from vernis.agui.translate import RunTranslator, sse
 from vernis.conversation.records import StoredMessage
 from vernis.exceptions import NotFound
@@ -108,11 +108,15 @@ class Connection:
                 if translator.done:
                     break
                 yield translator.frame(orjson.loads(item.frame))
-            async for chunk in follow(translator, self._stream.queue):
+            async for chunk in follow(translator, self._stream):
                 yield chunk
             yield sse(translator.finish(), translator.seq)
         finally:
             self._session.close()
+
+    def write_directly(self, write_now: WriteNow) -> None:
+        """From here on, events may be written to the client from their publish (`Stream`)."""
+        self._stream.write_now = write_now
 
     def close(self) -> None:
         """After the response: lets go of the session when the stream never started."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -33,7 +33,18 @@ from vernis.session.send import send_user_message
 from vernis.session.state import Session
 from vernis.tools.client import ClientToolSpec
 
-__all__ = ["Pages", "Resume", "Run", "RunRequest", "Stream", "ToolResult", "UserTurn", "follow", "start_run"]
+__all__ = [
+    "Pages",
+    "Resume",
+    "Run",
+    "RunRequest",
+    "Stream",
+    "ToolResult",
+    "UserTurn",
+    "WriteNow",
+    "follow",
+    "start_run",
+]
 
 logger = logging.getLogger("vernis.agui")
 
@@ -121,13 +132,30 @@ class Pages:
                 parked[0].close()
 
 
-class Stream:
-    """The run's session's outbox: the conversation's events, decoded, in the order they came."""
+# What a run's stream waits on: a conversation event (decoded), an SSE chunk already translated,
+# or WAKE (the translation ended with an event written directly: the stream goes on to its end).
+Item = dict[str, Any] | str
+WAKE = ""
+# Writes SSE bytes to the client now; False, having written nothing, when they must wait.
+WriteNow = Callable[[bytes], bool]
 
-    __slots__ = ("queue",)
+
+class Stream:
+    """The run's session's outbox: the conversation's events, decoded, in the order they came.
+
+    While the run's stream waits for the next event with nothing queued (`follow`), an event is
+    translated and written to the client from the hub's publish directly (`write_now`, from the
+    server: `vernis.web.agui`), as the socket's frames are: no task wakes for a delta. Anything that
+    cannot go at once (the client not reading, something queued before it) waits in `queue`, in
+    order."""
+
+    __slots__ = ("direct", "queue", "write_now")
 
     def __init__(self) -> None:
-        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.queue: asyncio.Queue[Item] = asyncio.Queue()
+        self.write_now: WriteNow | None = None
+        # Set by `follow` while it waits with nothing queued: the translator of the waiting stream.
+        self.direct: RunTranslator | None = None
 
     def send(self, event: events.Event, seq: int | None = None) -> None:
         # What a use-case says to this session alone, not through the hub (no seq).
@@ -143,18 +171,41 @@ class Stream:
 
     def put(self, frame: str) -> None:
         data = orjson.loads(frame)
-        if isinstance(data, dict) and "seq" in data:
+        if not (isinstance(data, dict) and "seq" in data):
+            return
+        translator, write_now = self.direct, self.write_now
+        if translator is None or write_now is None or not self.queue.empty():
             self.queue.put_nowait(data)
+            return
+        chunk = translator.frame(data)
+        if chunk and not write_now(chunk.encode()):
+            self.queue.put_nowait(chunk)
+        elif translator.done:
+            self.queue.put_nowait(WAKE)
 
 
-async def follow(translator: RunTranslator, queue: asyncio.Queue[dict[str, Any]]) -> AsyncIterator[str]:
+def _text(translator: RunTranslator, item: Item) -> str:
+    return item if isinstance(item, str) else translator.frame(item)
+
+
+async def follow(translator: RunTranslator, stream: Stream) -> AsyncIterator[str]:
     """The SSE text of the conversation's events as they come, until the run is done: what waits
-    when the stream wakes goes out as one chunk (one write for many deltas when the client is slow)."""
+    when the stream wakes goes out as one chunk (one write for many deltas when the client is slow),
+    and while nothing waits, each event goes out from its publish (`Stream.put`). Called once every
+    chunk before it is written: nothing written directly overtakes it."""
+    queue = stream.queue
     while not translator.done:
-        chunks = [translator.frame(await queue.get())]
+        stream.direct = translator
+        try:
+            item = await queue.get()
+        finally:
+            stream.direct = None
+        chunks = [_text(translator, item)]
         while not translator.done and not queue.empty():
-            chunks.append(translator.frame(queue.get_nowait()))
-        yield "".join(chunks)
+            chunks.append(_text(translator, queue.get_nowait()))
+        text = "".join(chunks)
+        if text:
+            yield text
 
 
 class Run:
@@ -181,7 +232,7 @@ class Run:
         self._streamed = True
         try:
             yield sse(translator.started(), translator.seq)
-            async for chunk in follow(translator, self._stream.queue):
+            async for chunk in follow(translator, self._stream):
                 yield chunk
             if translator.resumed_writes:
                 async for chunk in self._continuation():
@@ -207,12 +258,12 @@ class Run:
                     event = await queue.get()
             except TimeoutError:
                 return
-            chunk = translator.frame(event)
-            if event.get("type") == "assistant_start":
+            chunk = _text(translator, event)
+            if isinstance(event, dict) and event.get("type") == "assistant_start":
                 translator.done = False
                 if chunk:
                     yield chunk
-                async for chunk in follow(translator, queue):
+                async for chunk in follow(translator, self._stream):
                     yield chunk
                 return
             if chunk:
@@ -228,6 +279,10 @@ class Run:
         running = self._session.services.answers.running(shown.id)
         if running is not None and running.task is not None and str(running.message_id) == ended:
             await asyncio.wait([running.task], timeout=RELEASE_SECONDS)
+
+    def write_directly(self, write_now: WriteNow) -> None:
+        """From here on, events may be written to the client from their publish (`Stream`)."""
+        self._stream.write_now = write_now
 
     def close(self) -> None:
         """After the response: a run whose stream never started (the client left before the first

@@ -18,11 +18,9 @@ from typing import Any
 from uuid import UUID, uuid4
 
 import orjson
-from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
-from starlette.types import Receive, Scope, Send
 
 from vernis.agui.connect import open_connection
 from vernis.agui.input import BadInput, parse_run_input
@@ -38,12 +36,9 @@ from vernis.exceptions import (
 from vernis.identity import Identity
 from vernis.runtime import Services
 from vernis.web.api import NO_STORE, allowed_origin, authenticated, error_response
+from vernis.web.sse import EventStream, WriteNow
 
-__all__ = ["SERVER_SEND", "agui_routes"]
-
-# The scope key under which the app as the server runs it (`vernis.app.SocketFirst`) keeps the
-# server's own `send`, before any middleware wraps it.
-SERVER_SEND = "vernis.server_send"
+__all__ = ["agui_routes"]
 
 PREFLIGHT = {
     "Access-Control-Allow-Methods": "GET, POST",
@@ -116,40 +111,16 @@ async def run(request: Request) -> Response:
         agui_run = await start_run(services, request.state.agui, identity, run_request)
     except ClientError as exc:
         return error_response(_status(exc), exc.code, exc.public_message)
-    return _event_stream(agui_run.stream(), agui_run.close)
+    return _event_stream(agui_run.stream(), agui_run.close, agui_run.write_directly)
 
 
-class EventStream(StreamingResponse):
-    """Server-sent events: the response's start goes through the middleware (the security headers,
-    CORS), its body chunks straight to the server's `send` when the app has it (`SERVER_SEND`): a
-    run's every delta would otherwise pass each middleware's `send` wrapper once. (No middleware of
-    the app changes a response's body; one that did would have to be left out of this.)"""
-
-    _server_send: Send | None = None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        self._server_send = scope.get(SERVER_SEND)
-        await super().__call__(scope, receive, send)
-
-    async def stream_response(self, send: Send) -> None:
-        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
-        body = self._server_send or send
-        async for chunk in self.body_iterator:
-            data = chunk.encode() if isinstance(chunk, str) else bytes(chunk)
-            await body({"type": "http.response.body", "body": data, "more_body": True})
-        await body({"type": "http.response.body", "body": b"", "more_body": False})
-
-
-def _event_stream(events: AsyncIterator[str], close: Callable[[], None]) -> StreamingResponse:
-    """A run's or a connection's events as server-sent events; `close` runs after the response,
-    also when the client left before the stream started."""
-
-    async def closed() -> None:  # a coroutine: starlette runs a plain function on a worker thread
-        close()
-
-    return EventStream(
-        events, media_type="text/event-stream", headers=SSE_HEADERS, background=BackgroundTask(closed)
-    )
+def _event_stream(
+    events: AsyncIterator[str], close: Callable[[], None], direct: Callable[[WriteNow], None]
+) -> StreamingResponse:
+    """A run's or a connection's events as server-sent events (`direct`: given the server's writer
+    of body chunks, `vernis.web.sse`); `close` runs after the response, also when the client left
+    before the stream started."""
+    return EventStream(events, headers=SSE_HEADERS, close=close, direct=direct)
 
 
 async def connect(request: Request) -> Response:
@@ -182,7 +153,7 @@ async def connect(request: Request) -> Response:
         )
     except ClientError as exc:
         return error_response(_status(exc), exc.code, exc.public_message)
-    return _event_stream(joined.stream(), joined.close)
+    return _event_stream(joined.stream(), joined.close, joined.write_directly)
 
 
 async def stop(request: Request) -> Response:
