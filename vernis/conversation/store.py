@@ -1,5 +1,6 @@
-"""The conversation store: everything a session reads and writes about AI rules, conversations and
-their messages (members are `vernis.identity`'s).
+"""The conversation store: everything a session reads and writes about conversations and their
+messages (members are `vernis.identity`'s; an organization's AI rules, `ai_rules`, are delegated to
+`vernis.conversation.ai_rules`).
 
 Contracts:
 
@@ -28,11 +29,11 @@ from typing import Any
 from uuid import UUID
 
 import sqlalchemy as sa
-from cachetools import TTLCache
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vernis.conversation import _sql
+from vernis.conversation.ai_rules import AI_RULES_TTL, AiRules
 from vernis.conversation.records import (
     ConversationFull,
     ConversationInfo,
@@ -43,14 +44,12 @@ from vernis.conversation.records import (
     encode_cursor,
 )
 from vernis.exceptions import Forbidden, InvalidMessage, NotFound
-from vernis.store.engine import dialect_insert
 from vernis.store.models import (
     Conversation,
     Member,
     Message,
     MessageRole,
     MessageStatus,
-    OrgAIRules,
     table_of,
     utcnow,
 )
@@ -71,10 +70,8 @@ __all__ = [
 
 MAX_TITLE_LENGTH = 255
 MAX_LIST_LIMIT = 100
-AI_RULES_TTL = 5.0
 
 _member = table_of(Member)
-_rules = table_of(OrgAIRules)
 _conversation = table_of(Conversation)
 _message = table_of(Message)
 
@@ -92,48 +89,15 @@ class ConversationStore:
         self._engine = engine
         # The hot writes (a message with its answer's row, the answers' rows) run here in one hop.
         self._transactions = transactions or EngineTransactions(engine)
-        # Read per message: kept a few seconds (a change made here is seen at once; one made by
-        # another instance within `rules_ttl`).
-        self._rules: TTLCache[UUID, str] = TTLCache(maxsize=10_000, ttl=rules_ttl)
+        self.ai_rules = AiRules(engine, self._transactions, ttl=rules_ttl)
 
-    # AI rules
+    # AI rules (`vernis.conversation.ai_rules`)
 
     async def get_ai_rules(self, organization_id: UUID) -> str:
-        """The organization's AI rules, or "" when it has none."""
-        cached = self._rules.get(organization_id)
-        if cached is not None:
-            return cached
-        async with self._engine.connect() as connection:
-            rules = await connection.scalar(
-                sa.select(_rules.c.rules).where(_rules.c.organization_id == organization_id)
-            )
-        self._rules[organization_id] = rules or ""
-        return rules or ""
+        return await self.ai_rules.get(organization_id)
 
     async def set_ai_rules(self, organization_id: UUID, rules: str, updated_by: UUID) -> None:
-        """Replace the organization's AI rules. Raises `Forbidden` when `updated_by` is not a current
-        member of that organization (who may edit them is the caller's permission check)."""
-        now = utcnow()
-
-        def _tx(connection: Connection) -> Any:
-            editor = connection.scalar(
-                sa.select(_member.c.id).where(
-                    _member.c.id == updated_by,
-                    _member.c.organization_id == organization_id,
-                    _member.c.removed_at.is_(None),
-                )
-            )
-            if editor is None:
-                raise Forbidden()
-            values = {"rules": rules, "updated_by": updated_by, "updated_at": now}
-            connection.execute(
-                dialect_insert(connection.dialect, _rules)
-                .values(organization_id=organization_id, **values)
-                .on_conflict_do_update(index_elements=[_rules.c.organization_id], set_=values)
-            )
-
-        await self._transactions.run(_tx)
-        self._rules[organization_id] = rules
+        await self.ai_rules.set(organization_id, rules, updated_by)
 
     # Conversations
 
