@@ -302,7 +302,9 @@ async def open_services(
             ),
             catalog=catalog,
             identity=identity,
-            approvals=ApprovalService(engine, settings.approval_ttl, outbox=outbox),
+            approvals=ApprovalService(
+                engine, settings.approval_ttl, outbox=outbox, transactions=transactions
+            ),
             member_limiter=member_limiter,
             socket_cap=socket_cap,
             pages=PageContextResolver(catalog.pages, catalog.resolvers, catalog.registry.resources),

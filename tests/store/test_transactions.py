@@ -211,3 +211,25 @@ async def test_writes_while_the_lock_is_taken_wait_together_without_blocking_the
         await transactions.aclose()
     assert transactions.fallbacks == 3
     assert sorted(_values(database)) == [0, 1, 2, 3]
+
+
+async def test_a_read_runs_on_the_loop_while_another_connection_writes(database: Path) -> None:
+    """read() answers at once while another connection holds the write lock (no wait, no thread), seeing what was committed and not what is being written; after the commit it sees that too."""
+    committed = sqlite3.connect(database)
+    committed.execute("INSERT INTO item (value) VALUES (7)")
+    committed.commit()
+    committed.close()
+    holder = _holding_the_lock(database)  # its row of 0, not committed
+    transactions = SqliteTransactions(f"sqlite:///{database}")
+    select = sa.select(_ITEMS.c.value).order_by(_ITEMS.c.value)
+    try:
+        reading = asyncio.ensure_future(transactions.read(select))
+        await asyncio.sleep(0)
+        assert reading.done()  # it never waited: on the loop's thread, done within one step
+        assert [row["value"] for row in reading.result()] == [7]
+        holder.execute("COMMIT")
+        assert [row["value"] for row in await transactions.read(select)] == [0, 7]
+    finally:
+        holder.close()
+        await transactions.aclose()
+    assert transactions.fallbacks == 0

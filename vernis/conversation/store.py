@@ -120,9 +120,8 @@ class ConversationStore:
         statement = sa.select(*_sql.CONVERSATION_COLUMNS).where(
             _conversation.c.id == conversation_id, _sql.owned_by(member_id, organization_id)
         )
-        async with self._engine.connect() as connection:
-            row = (await connection.execute(statement)).mappings().first()
-        return None if row is None else _sql.conversation_info(row)
+        rows = await self._transactions.read(statement)  # read for every AG-UI run
+        return _sql.conversation_info(rows[0]) if rows else None
 
     async def latest_rollover(
         self, conversation: ConversationInfo, member_id: UUID, organization_id: UUID
@@ -501,8 +500,7 @@ class ConversationStore:
             .where(_sql.owned_by(member_id, organization_id), sent)
             .limit(1)
         )
-        async with self._engine.connect() as connection:
-            return (await connection.execute(statement)).first() is not None
+        return bool(await self._transactions.read(statement))
 
     async def find_by_client_message_id(
         self, member_id: UUID, organization_id: UUID, client_message_id: str

@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -71,6 +71,12 @@ class Transactions(Protocol):
     async def write(self, body: Callable[[Writer], T]) -> T:
         """`run`, for a body that only runs statements (`Writer`): on SQLite, straight through the
         driver."""
+        ...
+
+    async def read(self, statement: sa.Executable) -> Sequence[sa.RowMapping]:
+        """The rows of one short read (an indexed lookup of a row or a few): on SQLite, on the
+        event loop's own thread (a reader of the write-ahead log waits for nobody), with no hop
+        to a driver thread."""
         ...
 
     async def aclose(self) -> None: ...
@@ -121,6 +127,10 @@ class EngineTransactions:
 
     async def write(self, body: Callable[[Writer], T]) -> T:
         return await self.run(lambda connection: body(_ConnectionWriter(connection)))
+
+    async def read(self, statement: sa.Executable) -> Sequence[sa.RowMapping]:
+        async with self._engine.connect() as connection:
+            return (await connection.execute(statement)).mappings().all()
 
     async def aclose(self) -> None:
         """The engine is its owner's to dispose of."""
@@ -295,7 +305,7 @@ class SqliteTransactions:
     `CHECKPOINT_EVERY` commits, a passive checkpoint runs on the thread.
     """
 
-    def __init__(self, database_url: str) -> None:
+    def __init__(self, database_url: str, *, async_reads: AsyncEngine | None = None) -> None:
         url = make_url(database_url).set(drivername="sqlite")
         # Errors name the SQL, never the values (as vernis.store.engine's engines).
         self._engine = sa.create_engine(url, pool_size=1, max_overflow=0, hide_parameters=True)
@@ -304,6 +314,10 @@ class SqliteTransactions:
         self._inline = sa.create_engine(url, pool_size=1, max_overflow=0, hide_parameters=True)
         event.listen(self._inline, "connect", _inline_pragmas)
         event.listen(self._inline, "begin", _begin_immediate)
+        # Short reads on the loop's thread: a connection of their own, never waiting for a lock.
+        self._reader = sa.create_engine(url, pool_size=1, max_overflow=0, hide_parameters=True)
+        event.listen(self._reader, "connect", _reader_pragmas)
+        self._async_reads = async_reads
         self._statements = _Statements(self._inline.dialect)
         self._commits = 0
         self._checkpoint: asyncio.Future[None] | None = None
@@ -385,6 +399,19 @@ class SqliteTransactions:
             lambda connection: [tuple(row) for row in connection.execute(statement, parameters)]
         )
 
+    async def read(self, statement: sa.Executable) -> Sequence[sa.RowMapping]:
+        """On the loop's thread, in a read transaction of its own: in WAL mode a reader takes no lock
+        a writer holds. Should SQLite still say busy (a checkpoint resetting the log), the read goes
+        through `async_reads` (the app's async engine), which waits as usual."""
+        try:
+            with self._reader.connect() as connection:
+                return connection.execute(statement).mappings().all()
+        except sa.exc.OperationalError as exc:
+            if not _locked(exc) or self._async_reads is None:
+                raise
+        async with self._async_reads.connect() as connection:
+            return (await connection.execute(statement)).mappings().all()
+
     def _run(self, body: Callable[[Connection], T]) -> T:
         with self._engine.begin() as connection:
             return body(connection)
@@ -402,6 +429,7 @@ class SqliteTransactions:
         if self._checkpoint is not None:
             await asyncio.gather(self._checkpoint, return_exceptions=True)
         self._inline.dispose()  # its connection belongs to this thread
+        self._reader.dispose()
         await asyncio.get_running_loop().run_in_executor(self._thread, self._engine.dispose)
         self._thread.shutdown(wait=True)
 
@@ -415,6 +443,15 @@ def _inline_pragmas(dbapi_connection: Any, connection_record: Any) -> None:
     try:
         cursor.execute("PRAGMA busy_timeout=0")
         cursor.execute("PRAGMA wal_autocheckpoint=0")
+    finally:
+        cursor.close()
+
+
+def _reader_pragmas(dbapi_connection: Any, connection_record: Any) -> None:
+    set_sqlite_pragmas(dbapi_connection, connection_record)
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA busy_timeout=0")  # on the loop's thread: never a wait
     finally:
         cursor.close()
 
@@ -435,7 +472,7 @@ def _locked_error(error: BaseException | None) -> bool:
 def transactions_for(engine: AsyncEngine, *, statement_timeout: float = 30.0) -> Transactions:
     """The fastest way to run write transactions on `engine`'s database."""
     if engine.dialect.name == "sqlite" and engine.url.database not in (None, "", ":memory:"):
-        return SqliteTransactions(engine.url.render_as_string(hide_password=False))
+        return SqliteTransactions(engine.url.render_as_string(hide_password=False), async_reads=engine)
     if engine.dialect.name == "postgresql":
         return PostgresTransactions(engine, statement_timeout=statement_timeout)
     return EngineTransactions(engine)

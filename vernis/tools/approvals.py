@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vernis.store.models import Approval, ApprovalStatus, AuditEntry, Message, table_of, utcnow
+from vernis.store.transactions import EngineTransactions, Transactions
 from vernis.tracing.spans import traceparent
 from vernis.webhooks.outbox import Outbox, ids
 
@@ -93,8 +94,17 @@ def _event_data(row: Any) -> dict[str, Any]:
 
 
 class ApprovalService:
-    def __init__(self, engine: AsyncEngine, ttl: float, *, outbox: Outbox | None = None) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        ttl: float,
+        *,
+        outbox: Outbox | None = None,
+        transactions: Transactions | None = None,
+    ) -> None:
         self._engine = engine
+        # Its reads for every message (`supersede`) go the short way (`Transactions.read`).
+        self._transactions = transactions or EngineTransactions(engine)
         self.ttl = ttl
         # Webhooks (SPEC §22): approval.requested / approval.resolved, written with the change.
         self._outbox = outbox
@@ -215,11 +225,10 @@ class ApprovalService:
             _approval.c.organization_id == organization_id,
             _approval.c.conversation_id == conversation_id,
         )
-        async with self._engine.connect() as connection:
-            waiting = await connection.scalar(
-                sa.select(_approval.c.id).where(theirs, _approval.c.status == ApprovalStatus.PENDING).limit(1)
-            )
-        if waiting is None:
+        waiting = await self._transactions.read(
+            sa.select(_approval.c.id).where(theirs, _approval.c.status == ApprovalStatus.PENDING).limit(1)
+        )
+        if not waiting:
             return []
         rows = await self._resolve_pending(theirs, ApprovalStatus.EXPIRED, via="superseded", unexpired=False)
         return [_info(row) for row in rows]
