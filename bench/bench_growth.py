@@ -32,7 +32,6 @@ import orjson
 import uvloop
 from bench_server import (
     ROOT,
-    SECRET,
     SERVER_CORE,
     ModelServers,
     Target,
@@ -40,6 +39,7 @@ from bench_server import (
     cpu_seconds,
     free_port,
     process,
+    server_env,
     wait_ready,
 )
 from websockets.asyncio.client import ClientConnection
@@ -92,19 +92,7 @@ async def main(args: argparse.Namespace) -> None:
     base_env = {**os.environ, "PYTHONPATH": str(ROOT)}
     model = ModelServers(base_env)
     await model.use(tokens=50, pace=0)
-    env = {
-        **base_env,
-        "VERNIS_DATABASE_URL": f"sqlite+aiosqlite:///{data / 'vernis.db'}",
-        "VERNIS_JWT_SECRET": SECRET,
-        "VERNIS_LLM_BASE_URL": model.base_url,
-        "VERNIS_LLM_API_KEY": "bench",
-        "VERNIS_LLM_MODEL": "bench",
-        "VERNIS_RATE_LIMIT": "100000/60",
-        "VERNIS_MEMBER_RATE_LIMIT": "100000/60",
-        "VERNIS_FLOOD_LIMIT": "100000/10",
-        "VERNIS_MAX_SOCKETS_PER_MEMBER": "100000",
-        "VERNIS_LOG_LEVEL": "WARNING",
-    }
+    env = server_env(base_env, model, data)
     port = free_port()
     rows: list[tuple[float, float, float, float]] = []
     try:

@@ -481,15 +481,9 @@ def table(vernis: Figures, relay: Figures, args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
-async def main(args: argparse.Namespace) -> None:
-    os.sched_setaffinity(0, {LOAD_CORE})
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 4 * args.idle + 4096)), hard))
-    data = Path(tempfile.mkdtemp(prefix="vernis-bench-"))
-    base_env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    model = ModelServers(base_env)
-    await model.use(tokens=100, pace=0.02)
-    env = {
+def server_env(base_env: dict[str, str], model: ModelServers, data: Path) -> dict[str, str]:
+    """`vernis serve`'s environment for a benchmark: SQLite in `data`, the model server, no limits."""
+    return {
         **base_env,
         "VERNIS_DATABASE_URL": f"sqlite+aiosqlite:///{data / 'vernis.db'}",
         "VERNIS_JWT_SECRET": SECRET,
@@ -502,6 +496,17 @@ async def main(args: argparse.Namespace) -> None:
         "VERNIS_MAX_SOCKETS_PER_MEMBER": "100000",
         "VERNIS_LOG_LEVEL": "WARNING",
     }
+
+
+async def main(args: argparse.Namespace) -> None:
+    os.sched_setaffinity(0, {LOAD_CORE})
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 4 * args.idle + 4096)), hard))
+    data = Path(tempfile.mkdtemp(prefix="vernis-bench-"))
+    base_env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    model = ModelServers(base_env)
+    await model.use(tokens=100, pace=0.02)
+    env = server_env(base_env, model, data)
     vernis_port, relay_port = free_port(), free_port()
     try:
         serve = [sys.executable, "-m", "vernis", "serve", "--demo", "--port", str(vernis_port)]

@@ -15,10 +15,8 @@ never fails an answer.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
 from uuid import UUID
 
 import orjson
@@ -29,7 +27,7 @@ from vernis.conversation.window import ConversationWindow, WindowEntry, for_mode
 from vernis.guards import GuardService
 from vernis.guards.service import Subject
 from vernis.hub.base import EventHub
-from vernis.model.base import ChatModel, ChatRequest, ModelRoute, collect
+from vernis.model.base import ChatModel, ChatRequest, ModelRoute, first_reply
 
 __all__ = ["MAX_SUMMARY_CHARS", "SUMMARY_INSTRUCTIONS", "Compactor", "transcript"]
 
@@ -169,18 +167,7 @@ class Compactor:
             ],
             max_tokens=SUMMARY_MAX_TOKENS,
         )
-        for route in self._routes:
-            try:
-                async with asyncio.timeout(self._timeout):
-                    reply = await collect(route.client, replace(request, model=route.model))
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                logger.warning("summary by %s failed (%s)", route.model, type(exc).__name__)
-                continue
-            text = clean_summary(reply.text)
-            if text is None:
-                logger.warning("summary by %s was empty", route.model)
-                continue
-            return text, route.model
-        return None, None
+        found = await first_reply(
+            self._routes, request, seconds_each=self._timeout, clean=clean_summary, what="summary"
+        )
+        return found if found is not None else (None, None)

@@ -12,7 +12,6 @@ import asyncio
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import replace
 from uuid import UUID
 
 from vernis.conversation.events import TitleUpdated
@@ -20,7 +19,7 @@ from vernis.conversation.store import ConversationStore
 from vernis.guards import GuardService
 from vernis.guards.service import Subject
 from vernis.hub.base import EventHub
-from vernis.model.base import ChatModel, ChatRequest, ModelRoute, collect
+from vernis.model.base import ChatModel, ChatRequest, ModelRoute, first_reply
 
 __all__ = ["MAX_TITLE_CHARS", "TitleService", "clean_title", "fallback_title"]
 
@@ -109,19 +108,10 @@ class TitleService:
             ],
             max_tokens=32,
         )
-        title = None
-        for route in self._routes:
-            try:
-                async with asyncio.timeout(TITLE_TIMEOUT):
-                    reply = await collect(route.client, replace(request, model=route.model))
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                logger.warning("title generation by %s failed (%s)", route.model, type(exc).__name__)
-                continue
-            title = clean_title(reply.text)
-            break
-        return title or fallback_title(user_message)
+        found = await first_reply(
+            self._routes, request, seconds_each=TITLE_TIMEOUT, clean=clean_title, what="title generation"
+        )
+        return found[0] if found is not None else fallback_title(user_message)
 
     async def _title(
         self, conversation_id: UUID, user_message: str, answer: str, member: Subject | None

@@ -17,9 +17,11 @@ Contract of `ChatModel.stream()`:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol, TypeVar
 
 __all__ = [
     "ChatModel",
@@ -31,6 +33,7 @@ __all__ = [
     "TextDelta",
     "ToolCall",
     "Usage",
+    "first_reply",
 ]
 
 # OpenAI chat-completions message dicts ({"role": ..., "content": ..., "tool_calls": ...}).
@@ -134,3 +137,38 @@ async def collect(model: ChatModel, request: ChatRequest) -> CollectedReply:
             reply.finish_reason = event.reason
     reply.text = "".join(parts)
     return reply
+
+
+T = TypeVar("T")
+
+logger = logging.getLogger("vernis.model")
+
+
+async def first_reply(
+    routes: Sequence[ModelRoute],
+    request: ChatRequest,
+    *,
+    seconds_each: float,
+    clean: Callable[[str], T | None],
+    what: str,
+) -> tuple[T, str] | None:
+    """The first usable reply to `request` (a short one: a title, a summary) and the model that
+    wrote it: each of `routes` in turn (the model, then its fallbacks), for `seconds_each` seconds;
+    a reply is usable when `clean` makes something of its text. A route that fails, is slow or
+    replies nothing usable is logged (`what` names the request) and the next is asked; None when
+    none gave one."""
+    for route in routes:
+        try:
+            async with asyncio.timeout(seconds_each):
+                reply = await collect(route.client, replace(request, model=route.model))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            logger.warning("%s by %s failed (%s)", what, route.model, type(exc).__name__)
+            continue
+        cleaned = clean(reply.text)
+        if cleaned is None:
+            logger.warning("%s by %s was not usable", what, route.model)
+            continue
+        return cleaned, route.model
+    return None
