@@ -406,8 +406,9 @@ class SqliteTransactions:
         try:
             with self._reader.connect() as connection:
                 return connection.execute(statement).mappings().all()
-        except sa.exc.OperationalError as exc:
-            if not _locked(exc) or self._async_reads is None:
+        except (sa.exc.OperationalError, sqlite3.OperationalError) as exc:
+            locked = _locked(exc) if isinstance(exc, sa.exc.OperationalError) else _locked_error(exc)
+            if not locked or self._async_reads is None:
                 raise
         async with self._async_reads.connect() as connection:
             return (await connection.execute(statement)).mappings().all()
@@ -448,10 +449,11 @@ def _inline_pragmas(dbapi_connection: Any, connection_record: Any) -> None:
 
 
 def _reader_pragmas(dbapi_connection: Any, connection_record: Any) -> None:
-    set_sqlite_pragmas(dbapi_connection, connection_record)
+    # Reads only, on the loop's thread: never a busy wait, not even while connecting (the journal
+    # mode is the writers' to set: `set_sqlite_pragmas` waits for a lock to switch it).
     cursor = dbapi_connection.cursor()
     try:
-        cursor.execute("PRAGMA busy_timeout=0")  # on the loop's thread: never a wait
+        cursor.execute("PRAGMA busy_timeout=0")
     finally:
         cursor.close()
 
