@@ -20,6 +20,7 @@ their first lines, then the longest texts, each with a note saying so.
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -58,6 +59,8 @@ class StoredLike(Protocol):
 
     @property
     def id(self) -> UUID: ...
+    @property
+    def position(self) -> int: ...
     @property
     def role(self) -> str: ...
     @property
@@ -160,7 +163,7 @@ class ConversationWindow:
                 (index for index in range(count, len(entries)) if entries[index].role == "user"), count
             )
         if self.budget is not None:
-            rest = sum(entry.tokens for entry in list(entries)[start:])
+            rest = sum(entry.tokens for entry in itertools.islice(entries, start, None))
             while rest > self.budget // 2:
                 later = next(
                     (index for index in range(start + 1, len(entries)) if entries[index].role == "user"),
@@ -296,7 +299,10 @@ class WindowCache:
     def build(
         self, conversation_id: UUID, messages: Iterable[StoredLike], summary: SummaryInfo | None = None
     ) -> ConversationWindow:
-        """The window of stored `messages` (those after `summary`, the conversation's checkpoint)."""
+        """The window of stored `messages`: those after `summary`, the conversation's checkpoint (the
+        ones it covers are left out here)."""
+        covered = 0 if summary is None else summary.covered
+        messages = [message for message in messages if message.position >= covered]
         # An edited exchange's earlier version (`edit_message`) is out of the window.
         listed = [message for message in messages if getattr(message, "status", None) != "superseded"]
         # An answer followed by another answer was written again (`regenerate`): only the newest

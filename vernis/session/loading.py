@@ -106,10 +106,7 @@ async def load_conversation(
         if in_flight is None and services.answers.running(conversation.id) is None:
             # An answer in flight appends to the window it started with; only rebuild when idle.
             latest = summaries[-1] if summaries else None
-            unsummarised = [m for m in messages if latest is None or m.position >= latest.covered]
-            services.windows.build(
-                conversation.id, unsummarised[-services.settings.window_messages :], latest
-            )
+            services.windows.build(conversation.id, messages[-services.settings.window_messages :], latest)
 
         outbox.send(
             events.ConversationLoaded(

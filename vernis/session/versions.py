@@ -178,10 +178,7 @@ async def _answer(
     try:
         # After the conversation's summary checkpoint (SPEC §19), as `send.read_window` reads it.
         summary = await services.summaries.latest(conversation.id)
-        covered = 0 if summary is None else summary.covered
-        window = services.windows.build(
-            conversation.id, [m for m in before if m.position >= covered], summary
-        )
+        window = services.windows.build(conversation.id, before, summary)
     except BaseException:
         await asyncio.shield(
             services.store.update_messages([MessageUpdate(message_id, "", None, MessageStatus.FAILED)])
