@@ -1,6 +1,7 @@
 """What Redis mode costs, and whether anything grows with the number of instances (SPEC §10).
 
     python bench/bench_instances.py [--rounds 3] [--seconds 10] [--streams 200]
+    python bench/bench_instances.py --smoke    # one round at tiny sizes: that it runs and prints
 
 Everything as in `bench_server.py` (real `vernis serve --demo` processes, the real `openai` client
 against the paced OpenAI-compatible server, real `websockets` clients in a closed loop), on one
@@ -143,7 +144,7 @@ async def main(args: argparse.Namespace) -> None:
     os.sched_setaffinity(0, {LOAD_CORE})
     base_env = {**os.environ, "PYTHONPATH": str(ROOT)}
     model = ModelServers(base_env)
-    await model.use(tokens=100, pace=0.02)
+    await model.use(tokens=args.tokens, pace=0.02)
     redis_port = free_port()
     redis_dir = Path(tempfile.mkdtemp(prefix="vernis-bench-redis-"))
     redis_cmd = [
@@ -200,7 +201,7 @@ async def main(args: argparse.Namespace) -> None:
             }
             for n in range(args.rounds):
                 print(
-                    f"round {n + 1} of {args.rounds}: {args.streams} streams x 100 tokens at 50 tokens/s",
+                    f"round {n + 1} of {args.rounds}: {args.streams} streams x {args.tokens} tokens at 50 tokens/s",
                     flush=True,
                 )
                 runs: dict[str, Run] = {}
@@ -280,6 +281,14 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=10.0, help="how long each load is measured")
     parser.add_argument("--warmup", type=float, default=4.0, help="load before measuring starts")
     parser.add_argument("--streams", type=int, default=200, help="concurrent paced answers")
+    parser.add_argument(
+        "--smoke", action="store_true", help="one round of 1 s, 10 streams: that it runs and prints"
+    )
+    arguments = parser.parse_args()
+    arguments.tokens = 100  # each answer's; a load ends once its answers in flight have
+    if arguments.smoke:
+        arguments.rounds, arguments.seconds, arguments.warmup, arguments.streams = 1, 1.0, 0.5, 10
+        arguments.tokens = 20
     # The load side is the measuring instrument: no collector pauses of its own in the figures.
     gc.disable()
-    uvloop.run(main(parser.parse_args()))
+    uvloop.run(main(arguments))

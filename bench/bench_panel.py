@@ -6,11 +6,18 @@
   and tools; `bench/model_server.py --text` on core 1 streams a markdown answer (paragraphs, lists,
   a table, code) of `--tokens` tokens, one every `--pace` seconds (default 4,000 at 100 tokens/s),
   to the real `openai` client inside Vernis.
-- Debian's Chromium (headless, on core 1 with this script) shows the demo's contacts page signed in
-  as a demo member; the panel sends a message and the answer streams into it.
+- Debian's Chromium (headless) shows the demo's contacts page signed in as a demo member; the panel
+  sends a message and the answer streams into it. Chromium may use both cores, as a user's browser
+  runs its compositor, raster and GPU-process threads beside the page's main thread; the model
+  server and this script share core 0 with Vernis. `--one-core`: Chromium, the model server and this
+  script on core 1 (the setup of the figures before 2026-11-28), where a main-thread task's wall
+  time also holds the time Chromium's other threads took the core.
 - From a Chromium trace of the whole answer: the renderer main thread's longest task, and its total
-  scripting time (V8 execution, the markdown parser and sanitizer included); and the largest number
-  of nodes a single frame added to the answer, which stays flat when only the last block is re-parsed.
+  scripting time (V8 execution, the markdown parser and sanitizer included), the count of its tasks
+  of 16 ms or more and its time in style and layout; and the largest number of nodes a single
+  markdown pass removed from the answer (the last drawing of the block being written: it stays flat
+  when only that block is drawn again, and a whole redraw would remove every block), counted as the
+  browser test counts them (`tests/ui/test_panel_performance.py`, with no frame loop of its own).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from playwright.async_api import async_playwright
@@ -41,7 +48,7 @@ from bench_server import (
     wait_ready,
 )
 
-from tests.ui.test_streaming_render import OBSERVE
+from tests.ui.test_panel_performance import OBSERVE
 from vernis.identity import COOKIE_NAME, issue_token
 
 CHROMIUM = "/usr/bin/chromium"
@@ -96,11 +103,35 @@ def main_thread_events(trace: dict[str, Any]) -> list[dict[str, Any]]:
     return [e for e in events if (e.get("pid"), e.get("tid")) in main and e.get("ph") == "X"]
 
 
-def trace_figures(trace: dict[str, Any]) -> list[float]:
-    """The renderer main thread's tasks (ms, longest first), from a Chromium trace."""
+def trace_figures(trace: dict[str, Any], clock: str = "dur") -> list[float]:
+    """The renderer main thread's tasks (ms, longest first), from a Chromium trace: their wall time
+    (`dur`), or the CPU time the thread spent in them (`tdur`: without the time it waited for a core,
+    which on a busy two-core machine is most of a task's wall time)."""
     return sorted(
-        (e.get("dur", 0) / 1000 for e in main_thread_events(trace) if e["name"] == "RunTask"), reverse=True
+        (e.get(clock, 0) / 1000 for e in main_thread_events(trace) if e["name"] == "RunTask"), reverse=True
     )
+
+
+# The trace events that run JavaScript (a forced style or layout inside them included, as in CDP's
+# `ScriptDuration`); the outermost of them add up to the scripting time.
+SCRIPT_EVENTS = ("FunctionCall", "EvaluateScript", "v8.evaluateModule", "v8.compileModule", "V8.Execute")
+
+
+def script_cpu_seconds(trace: dict[str, Any]) -> float:
+    """The CPU time of the renderer main thread's JavaScript (s), from the trace's `tdur`."""
+    total = 0
+    end = -1
+    for e in sorted(main_thread_events(trace), key=lambda e: (e["ts"], -e.get("dur", 0))):
+        if e["name"] in SCRIPT_EVENTS and e["ts"] >= end:
+            total += e.get("tdur", 0)
+            end = e["ts"] + e.get("dur", 0)
+    return total / 1e6
+
+
+def style_layout_seconds(trace: dict[str, Any]) -> float:
+    """The renderer main thread's CPU time in style recalculation and layout (s), forced ones included."""
+    names = ("UpdateLayoutTree", "Layout")
+    return float(sum(e.get("tdur", 0) for e in main_thread_events(trace) if e["name"] in names)) / 1e6
 
 
 def print_longest_tasks(trace: dict[str, Any], count: int = 3) -> None:
@@ -118,7 +149,19 @@ def print_longest_tasks(trace: dict[str, Any], count: int = 3) -> None:
         print(f"task of {task.get('dur', 0) / 1000:.1f} ms: " + ", ".join(f"{n} {ms:.1f}" for n, ms in top))
 
 
-async def run_once(url: str, browser: Any, tokens: int) -> tuple[list[float], float, int, float]:
+class Figures(NamedTuple):
+    """One run's figures: tasks in ms, longest first; times in s."""
+
+    tasks: list[float]
+    cpu_tasks: list[float]
+    scripting: float
+    script_cpu: float
+    layout: float
+    nodes: int
+    seconds: float
+
+
+async def run_once(url: str, browser: Any, args: argparse.Namespace) -> Figures:
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
     await context.add_cookies(
         [{"name": COOKIE_NAME, "value": issue_token(SECRET, sub=MEMBER, org="acme", ttl=3600), "url": url}]
@@ -132,12 +175,12 @@ async def run_once(url: str, browser: Any, tokens: int) -> tuple[list[float], fl
     # answered already (its answer, not streaming, ended the wait below at once).
     await panel.get_by_role("button", name="New chat").click()
     await panel.locator(".log .empty").wait_for()
-    # The same count of nodes per frame as the browser test of it.
+    # The same count of nodes per markdown pass as the browser test of it.
     await panel.locator(".log").evaluate(OBSERVE)
     cdp = await context.new_cdp_session(page)
     await cdp.send("Performance.enable")
     before = await script_seconds(cdp)
-    if PROFILE:
+    if args.profile:
         await cdp.send("Profiler.enable")
         await cdp.send("Profiler.start")
     await browser.start_tracing(
@@ -153,20 +196,30 @@ async def run_once(url: str, browser: Any, tokens: int) -> tuple[list[float], fl
           const answer = log.querySelector(".msg.assistant");
           return answer && !answer.hasAttribute("data-streaming");
         }""",
-        timeout=tokens * 100,
+        timeout=args.tokens * 100,
         polling=500,
     )
     seconds = time.monotonic() - began
     scripting = await script_seconds(cdp) - before
-    if PROFILE:
+    if args.profile:
         print_profile((await cdp.send("Profiler.stop"))["profile"])
-    trace = orjson.loads(await browser.stop_tracing())
-    frames: list[int] = await page.evaluate("() => window.__frames")
+    raw = await browser.stop_tracing()
+    if args.trace:
+        await asyncio.to_thread(Path(args.trace).write_bytes, raw)
+    trace = orjson.loads(raw)
+    passes: list[list[int]] = await page.evaluate("() => window.__passes")
     await context.close()
-    tasks = trace_figures(trace)
-    if PROFILE:
+    if args.profile:
         print_longest_tasks(trace)
-    return tasks, scripting, max(frames or [0]), seconds
+    return Figures(
+        tasks=trace_figures(trace),
+        cpu_tasks=trace_figures(trace, "tdur"),
+        scripting=scripting,
+        script_cpu=script_cpu_seconds(trace),
+        layout=style_layout_seconds(trace),
+        nodes=max((removed for _, removed in passes), default=0),
+        seconds=seconds,
+    )
 
 
 def print_profile(profile: dict[str, Any]) -> None:
@@ -190,7 +243,11 @@ async def script_seconds(cdp: Any) -> float:
 
 
 async def main(args: argparse.Namespace) -> None:
-    os.sched_setaffinity(0, {LOAD_CORE})
+    # Chromium inherits this process's cores (through Playwright's driver): this script is pinned to
+    # core 0 once Chromium has started, unless all of it is on core 1.
+    os.sched_setaffinity(0, {LOAD_CORE} if args.one_core else {SERVER_CORE, LOAD_CORE})
+    side_core = LOAD_CORE if args.one_core else SERVER_CORE
+    load = os.getloadavg()[0]
     data = Path(tempfile.mkdtemp(prefix="vernis-bench-panel-"))
     text_file = data / "answer.md"
     text_file.write_text(answer_text(args.tokens), encoding="utf-8")
@@ -217,15 +274,16 @@ async def main(args: argparse.Namespace) -> None:
     serve = [sys.executable, "-m", "vernis", "serve", "--demo", "--port", str(vernis_port)]
     url = f"http://127.0.0.1:{vernis_port}"
     results = []
-    with process(model_cmd, base_env, LOAD_CORE) as model, process(serve, env, SERVER_CORE) as server:
+    with process(model_cmd, base_env, side_core) as model, process(serve, env, SERVER_CORE) as server:
         await wait_ready(f"http://127.0.0.1:{model_port}/v1/models", model)
         await wait_ready(f"{url}/readyz", server)
         async with async_playwright() as playwright:
             browser = await playwright.chromium.launch(
                 executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"]
             )
+            os.sched_setaffinity(0, {side_core})
             for _ in range(args.runs):
-                results.append(await run_once(url, browser, args.tokens))
+                results.append(await run_once(url, browser, args))
             await browser.close()
     print(
         f"\n{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores ({cpu_model()}), Chromium (Debian), headless"
@@ -233,19 +291,32 @@ async def main(args: argparse.Namespace) -> None:
     streamed = len(re.findall(r"\s*\S+", text_file.read_text(encoding="utf-8")))
     characters = len(text_file.read_text(encoding="utf-8"))
     print(f"answer: {streamed:,} tokens at {1 / args.pace:.0f} tokens/s, {characters:,} characters")
-    print("| run | longest main-thread tasks | scripting | most nodes added in one frame | streamed for |")
-    print("|---:|---:|---:|---:|---:|")
-    for n, (tasks, scripting, nodes, seconds) in enumerate(results, 1):
-        longest = ", ".join(f"{t:.1f}" for t in tasks[:3])
-        print(f"| {n} | {longest} ms | {scripting:.2f} s | {nodes} | {seconds:.1f} s |")
+    print("Chromium on core 1 with the model server" if args.one_core else "Chromium on both cores")
+    print(
+        "| run | longest main-thread tasks (wall) | (CPU) | tasks of 16 ms or more (wall / CPU)"
+        " | scripting (CDP) | scripting CPU | style and layout CPU | most nodes removed in one pass"
+        " | streamed for |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n, f in enumerate(results, 1):
+        wall = ", ".join(f"{t:.1f}" for t in f.tasks[:3])
+        cpu = ", ".join(f"{t:.1f}" for t in f.cpu_tasks[:3])
+        over = f"{sum(1 for t in f.tasks if t >= 16)} / {sum(1 for t in f.cpu_tasks if t >= 16)}"
+        print(
+            f"| {n} | {wall} ms | {cpu} ms | {over} | {f.scripting:.2f} s | {f.script_cpu:.2f} s"
+            f" | {f.layout:.2f} s | {f.nodes} | {f.seconds:.1f} s |"
+        )
+    print(f"load average (1 min): {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
 
-
-PROFILE = "--profile" in sys.argv
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--profile", action="store_true", help="print where the renderer's time went")
+    parser.add_argument("--trace", help="write the last run's Chromium trace (JSON) to this file")
     parser.add_argument("--tokens", type=int, default=4000)
     parser.add_argument("--pace", type=float, default=0.01)
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument(
+        "--one-core", action="store_true", help="Chromium on core 1 with the model server and this script"
+    )
     asyncio.run(main(parser.parse_args()))

@@ -46,6 +46,9 @@ __all__ = ["main", "uvicorn_options"]
 
 logger = logging.getLogger("vernis.cli")
 
+# How long `serve --workers N`'s supervisor waits for a worker's answer before it kills it as hung.
+WORKER_HEALTHCHECK_SECONDS = 30
+
 
 def uvicorn_options(settings: Settings) -> dict[str, Any]:
     """uvicorn, configured the way Vernis must run: tight WebSocket limits (SPEC §2).
@@ -212,6 +215,10 @@ def _serve_workers(
             port=args.port,
             log_config=None,
             log_level=settings.log_level.lower(),
+            # The supervisor kills a worker that does not answer its ping in time, and a worker
+            # answers only once Python has imported what its start needs: on a loaded machine that
+            # took over uvicorn's 5 s, and every new worker was killed in turn, for good.
+            timeout_worker_healthcheck=WORKER_HEALTHCHECK_SECONDS,
             **uvicorn_options(settings),
         )
     finally:

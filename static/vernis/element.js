@@ -53,6 +53,8 @@ import { ReviewsView } from "./reviews.js";
 import { Session } from "./session.js";
 
 const BASE = new URL("./", import.meta.url);
+// The events that carry a streaming answer's pieces.
+const STREAMED = new Set(["text_delta", "reasoning_delta"]);
 const STORAGE_KEY = "vernis.assistant";
 const MAX_CHARS = 8000;
 // The general quick actions an empty conversation shows at first (the rest behind "More").
@@ -544,7 +546,11 @@ export class VernisAssistant extends HTMLElement {
         return;
       }
       this.session.handle(event.detail);
-      this.updateComposer();
+      // A streamed piece of text changes nothing the composer shows (its buttons follow the
+      // session's state, which other events change): not redone for each of an answer's thousands.
+      if (!STREAMED.has(event.detail.type)) {
+        this.updateComposer();
+      }
     });
     this.connection.addEventListener("state", (event) => this.connectionState(event.detail));
     this.connection.start();

@@ -16,6 +16,16 @@ const DIRECTED_BLOCKS = "p, li, th, td, h1, h2, h3, h4, h5, h6, blockquote, dt, 
 
 let renderer = null;
 
+// Markdown of every common kind, drawn once and thrown away (see loadMarkdown).
+const WARM_UP = [
+  "## A heading",
+  "Some *emphasis*, **strong** text, `code`, a [link](https://example.com) and www.example.com.",
+  "- an item\n- another\n\n1. first\n2. second",
+  "| a | b |\n|---|--:|\n| 1 | 2 |",
+  "```\ncode\n```",
+  "> a quote",
+].join("\n\n");
+
 /**
  * Load the libraries once. `imageOrigins()`: the origins images may load from, asked at each render
  * (the Vernis server's, and those of the configuration's `[embed] image_origins`, which may arrive
@@ -31,6 +41,11 @@ export async function loadMarkdown(baseUrl, imageOrigins) {
       import(new URL("../vendor/purify.js", baseUrl).href),
     ]);
     renderer = createRenderer(Marked, purifyModule.default, imageOrigins, baseUrl);
+    startWorker(baseUrl);
+    // The parser's and the sanitizer's code compiled while the page is idle, not in the first
+    // passes over an answer (12 to 16 ms of CPU each on a slow machine, mostly compiling).
+    const idle = window.requestIdleCallback || ((work) => setTimeout(work, 200));
+    idle(() => renderer(document.createElement("div"), WARM_UP, { highlight: false }));
   } catch (error) {
     console.warn("Vernis: markdown libraries unavailable, showing plain text", error);
     renderer = plainText;
@@ -46,18 +61,75 @@ function plainText(target, text) {
 // the sanitizer removes every class. Shown as text and used to pick a grammar, nothing else.
 const LANGUAGE = /(?:^|\s)language-([\w+#.-]{1,32})(?:\s|$)/;
 
-// highlight.js, loaded the first time an answer shows code in a named language (not before: most
-// answers have none): its module once loaded, the promise while it loads, and the code elements
-// drawn meanwhile (highlighted when it arrives).
+// highlight.js runs in a worker when the panel's scripts come from the page's own origin (a page
+// cannot start a worker from another origin's script): importing it evaluates every grammar it
+// bundles, 50 to 100 ms of the main thread in one task, which stalled a streaming answer. The worker
+// starts with the renderer, before the socket opens, so that it is ready when the first code is
+// drawn (the history's, say), and loads highlight.js apart from the page. Otherwise (another
+// origin, or the worker refused or failed to load) highlight.js is loaded in the page the first
+// time an answer shows code in a named language (not before: most answers have none): its module
+// once loaded, the promise while it loads, and the code elements drawn meanwhile (highlighted when
+// it arrives).
 let highlighter = null;
 let highlighterLoading = null;
 const unhighlighted = new Map();
+// The worker (null once it is known unavailable, undefined before it is first wanted), and the code
+// elements it has been sent, by the id of their message.
+let worker;
+const sent = new Map();
+let sentCount = 0;
 
 function highlight(code, language, baseUrl) {
-  if (highlighter) {
-    if (highlighter.getLanguage(language)) {
+  const highlighting = startWorker(baseUrl);
+  if (highlighting) {
+    sentCount += 1;
+    sent.set(sentCount, [code, language]);
+    highlighting.postMessage({ id: sentCount, code: code.textContent, language });
+    return;
+  }
+  highlightHere(code, language, baseUrl);
+}
+
+/** The highlighting worker, started now (once); null when this page cannot have it. */
+function startWorker(baseUrl) {
+  if (worker !== undefined) {
+    return worker;
+  }
+  const url = new URL("highlight-worker.js", baseUrl);
+  worker = null;
+  if (url.origin !== location.origin || typeof Worker !== "function") {
+    return null;
+  }
+  try {
+    worker = new Worker(url, { type: "module" });
+  } catch {
+    return null;
+  }
+  worker.onmessage = ({ data: { id, html } }) => {
+    const [code] = sent.get(id) || [];
+    sent.delete(id);
+    if (code && typeof html === "string") {
       // highlight.js's markup: the code's text escaped, in spans with its classes (no attribute
       // the sanitizer would have to see: nothing the model wrote becomes markup).
+      code.innerHTML = html;
+    }
+  };
+  // Not loaded (a Content-Security-Policy without workers, a missing file): the page highlights.
+  worker.onerror = (event) => {
+    event.preventDefault();
+    worker.terminate();
+    worker = null;
+    for (const [code, language] of sent.values()) {
+      highlightHere(code, language, baseUrl);
+    }
+    sent.clear();
+  };
+  return worker;
+}
+
+function highlightHere(code, language, baseUrl) {
+  if (highlighter) {
+    if (highlighter.getLanguage(language)) {
       code.innerHTML = highlighter.highlight(code.textContent, { language, ignoreIllegals: true }).value;
     }
     return;
@@ -67,7 +139,7 @@ function highlight(code, language, baseUrl) {
     (module) => {
       highlighter = module.default;
       for (const [waiting, name] of unhighlighted) {
-        highlight(waiting, name, baseUrl);
+        highlightHere(waiting, name, baseUrl);
       }
       unhighlighted.clear();
     },

@@ -10,7 +10,7 @@ import { filledIcon, h, humanize, icon, readable } from "./dom.js";
 import { StreamingMarkdown } from "./streaming.js";
 
 // The shortest time between two markdown passes over a streaming answer (see scheduleRender).
-const RENDER_INTERVAL_MS = 50;
+const RENDER_INTERVAL_MS = 100;
 
 const STATUS_LABELS = {
   running: "Running…",
@@ -57,6 +57,30 @@ export class MessageList {
       const button = event.target.closest && event.target.closest(".code-copy");
       if (button) {
         this.copyCode(button);
+      }
+    });
+    // Whether the log shows its end, so that a streaming answer is followed: remembered from the
+    // log's scroll events (dispatched before a frame's script, the layout still clean), not measured
+    // at each streamed pass (a read after the pass's changes laid the whole log out again, in script).
+    // Only a scroll up (the user's) unpins it: a scroll event comes a frame after the scroll that
+    // sent it, and the text streamed meanwhile may have put the end further than the threshold
+    // below, though nobody moved.
+    this.pinned = true;
+    this.scrolledTo = 0;
+    log.addEventListener("scroll", () => {
+      const top = log.scrollTop;
+      if (top < this.scrolledTo || !this.pinned) {
+        this.pinned = this.nearBottom();
+      }
+      this.scrolledTo = top;
+    }, { passive: true });
+    // An answer's growth (its text streaming; its end; its blocks drawn once in view, content-visibility
+    // sizing the others as estimates until then) scrolls the log to its end when it was there:
+    // observed after the frame's layout and before its paint, so the scroll costs no layout of its
+    // own, and the new text is painted already in view.
+    this.growth = new ResizeObserver(() => {
+      if (this.pinned) {
+        this.scrollToBottom();
       }
     });
     // The host page's renderers of UI block kinds (`el.registerRenderer`): kind -> (data, container).
@@ -131,6 +155,7 @@ export class MessageList {
   }
 
   clear() {
+    this.growth.disconnect();
     this.log.replaceChildren();
     this.pendingAnswer = null;
     this.answers.clear();
@@ -434,6 +459,7 @@ export class MessageList {
       const previous = !continues && last && last.classList.contains("assistant") ? this.answers.get(last.dataset.messageId) : null;
       this.answers.set(messageId, answer);
       this.append(element, true);
+      this.growth.observe(element);
       const turn = this.turns[this.turns.length - 1];
       if (turn) {
         turn.answers.push(answer);
@@ -490,7 +516,8 @@ export class MessageList {
     // the unfinished block only, in an animation frame; nothing per delta reads the layout (each read
     // would lay the panel out again). Each pass costs a parse, a sanitize, a style and layout pass
     // and a paint: at every frame (60 a second) they took most of the main thread on a slow machine
-    // and delayed everything else; 20 a second still reads as a smooth stream.
+    // and delayed everything else. Ten a second still reads as a smooth stream, with less scripting
+    // than twenty (bench/results/2026-11-panel.md).
     this.pendingRenders.add(part);
     if (this.frame !== null || this.renderTimer !== null) {
       return;
@@ -510,14 +537,11 @@ export class MessageList {
     this.frame = requestAnimationFrame(() => {
       this.frame = null;
       this.renderedAt = performance.now();
-      const follow = this.nearBottom();
+      // No layout read nor scroll here: the answer's growth is followed by `this.growth`.
       for (const pending of this.pendingRenders) {
         pending.stream.update(pending.text, this.render);
       }
       this.pendingRenders.clear();
-      if (follow) {
-        this.scrollToBottom();
-      }
     });
   }
 

@@ -8,8 +8,29 @@
 // an answer shows what the history will show when it draws it whole; an answer holding a link
 // reference definition (`[name]: url`, which may name a link in an earlier block) is drawn whole
 // once when it ends.
+//
+// Finished blocks are kept in groups (`div.blocks`, GROUP_NODES nodes or a few more), which the
+// browser skips whole while out of view (`content-visibility`, assistant.css): a frame's style,
+// layout and paint then visit a long answer's groups, not each of its blocks, and cost about the
+// same at its end as at its start (bench/results/2026-11-panel.md). A group contains its blocks'
+// margins, so one starts only at a block with no top margin (a paragraph, a list, code, a table;
+// not a heading): the space between two groups is then the last block's bottom margin, as between
+// two blocks. The groups depend on the blocks only, so an answer drawn whole (the history) is
+// grouped as it was while it streamed.
 
 const REFERENCE_DEFINITION = /^ {0,3}\[[^\]]+\]:/m;
+
+// The nodes a group holds before the next block that may open one starts another.
+const GROUP_NODES = 16;
+
+/** Whether `node` may open a group: a block with no top margin of its own (assistant.css). */
+function opensGroup(node) {
+  if (node.nodeType !== Node.ELEMENT_NODE) {
+    return false;
+  }
+  const tag = node.tagName;
+  return tag === "P" || tag === "UL" || tag === "OL" || node.classList.contains("code-block") || node.classList.contains("table-scroll");
+}
 
 export class StreamingMarkdown {
   /** `element`: the part's `.markdown` container; `render(target, text)`: the sanitizing renderer. */
@@ -26,6 +47,8 @@ export class StreamingMarkdown {
     this.boundary = 0;
     // Whether what is on screen was drawn in pieces (and must be drawn whole at the end).
     this.incremental = false;
+    // The group finished blocks go into (see GROUP_NODES).
+    this.group = null;
   }
 
   /** Draw `text` (the answer so far): new finished blocks once, the rest anew. `last`: the answer
@@ -35,11 +58,38 @@ export class StreamingMarkdown {
     this.incremental = true;
     this.scan(text);
     if (this.boundary > this.settled) {
-      this.element.append(...this.redraw(text.slice(this.settled, this.boundary), render, true));
+      this.keep(this.redraw(text.slice(this.settled, this.boundary), render, true));
       this.settled = this.boundary;
     }
-    this.tail = this.redraw(text.slice(this.settled), render, last);
-    this.element.append(...this.tail);
+    const tail = this.redraw(text.slice(this.settled), render, last);
+    if (last) {
+      this.keep(tail);
+    } else {
+      this.tail = tail;
+      this.element.append(...tail);
+    }
+  }
+
+  /** Finished blocks' `nodes` into the groups, after those there (the unfinished block's nodes are
+   * out of the page while a pass draws: see redraw). */
+  keep(nodes) {
+    if (!nodes.length) {
+      return;
+    }
+    let run = [];
+    for (const node of nodes) {
+      if (!this.group || (this.group.childNodes.length + run.length >= GROUP_NODES && opensGroup(node))) {
+        if (this.group) {
+          this.group.append(...run);
+        }
+        run = [];
+        this.group = document.createElement("div");
+        this.group.className = "blocks";
+        this.element.append(this.group);
+      }
+      run.push(node);
+    }
+    this.group.append(...run);
   }
 
   /** `text` drawn in place of the unfinished block's nodes; the renderer keeps their images (an
@@ -68,6 +118,10 @@ export class StreamingMarkdown {
   /** Draw `text` whole (the renderer changed, say); incremental drawing starts over. */
   full(text, render) {
     render(this.element, text);
+    const nodes = [...this.element.childNodes];
+    this.element.replaceChildren();
+    this.group = null;
+    this.keep(nodes);
     this.incremental = false;
     this.settled = this.scanned = this.boundary = 0;
     this.fence = null;

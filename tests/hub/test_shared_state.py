@@ -684,3 +684,29 @@ async def test_redis_answers_a_batch_sent_again_after_its_reply_was_lost_from_it
 
 async def _not_a_member(client: aioredis.Redis, key: str, member: str) -> bool:
     return await client.zscore(key, member) is None
+
+
+async def test_a_batch_waits_for_nothing_but_redis_itself(redis_url: str, redis_prefix: str) -> None:
+    """With a one-minute linger, an event published while nothing is on its way to Redis goes at once, and one published while a batch is on its way goes when that batch's reply is read: neither waits out the linger."""
+    client = redis_client(redis_url)
+    hub = RedisHub(client, encode, prefix=redis_prefix, linger=60.0)
+    task = await _running(hub)
+    conversation, sink = uuid.uuid4(), Sink()
+    hub.subscribe(conversation, sink)
+    try:
+        first = _answer(conversation, uuid.uuid4(), 1)
+        publisher = hub._publisher
+        hub.publish(conversation, first[0])
+        async with asyncio.timeout(5):  # no task in between: back before Redis's reply is read
+            await publisher._sent.wait()  # nothing was on its way: it left at once
+        assert publisher._in_flight
+        assert not sink.events
+        for event in first[1:]:
+            hub.publish(conversation, event)  # gathered while the first batch is on its way
+        assert publisher._queued_count == len(first) - 1
+        await eventually(lambda: len(sink.events) == len(first), timeout=30)
+        seqs = [event.seq for event in sink.events]
+        assert seqs == list(range(seqs[0], seqs[0] + len(first)))
+    finally:
+        await _stopped([task], hub)
+        await client.aclose()

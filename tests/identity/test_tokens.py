@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from types import SimpleNamespace
+from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
 import jwt
@@ -510,13 +510,13 @@ async def test_jwks_cache_expires(
     monkeypatch.setattr(tokens_module, "time", SimpleNamespace(monotonic=lambda: now[0], time=time.time))
     jwks_host.keys = [jwk(ec_key, "e1")]
     verifier = make_verifier(jwks_url=jwks_host.url, jwks_cache_seconds=30)
-    token = sign(ec_key, "ES256", kid="e1")
-    await verifier.verify(token)
+    # A new token each time: one verified before is taken again without its key (see below).
+    await verifier.verify(sign(ec_key, "ES256", kid="e1", sub="a"))
     now[0] += 29.9
-    await verifier.verify(token)
+    await verifier.verify(sign(ec_key, "ES256", kid="e1", sub="b"))
     assert jwks_host.requests == 1
     now[0] += 0.1
-    await verifier.verify(token)
+    await verifier.verify(sign(ec_key, "ES256", kid="e1", sub="c"))
     assert jwks_host.requests == 2
 
 
@@ -594,11 +594,10 @@ async def test_jwks_outage_keeps_the_previous_set(
     """When a refresh fails, the previously fetched keys keep verifying tokens."""
     jwks_host.keys = [jwk(rsa_key, "k1")]
     verifier = make_verifier(jwks_url=jwks_host.url, jwks_cache_seconds=0.1)
-    token = sign(rsa_key, "RS256", kid="k1")
-    await verifier.verify(token)
+    await verifier.verify(sign(rsa_key, "RS256", kid="k1"))
     jwks_host.status = 503
     await asyncio.sleep(0.2)
-    assert (await verifier.verify(token)).sub == "user-1"
+    assert (await verifier.verify(sign(rsa_key, "RS256", kid="k1", sub="user-2"))).sub == "user-2"
     assert jwks_host.requests == 2
 
 
@@ -669,3 +668,58 @@ def test_jwks_url_must_be_http() -> None:
     """A JWKS URL that is not http(s) is refused at configuration time."""
     with pytest.raises(ConfigError, match=r"^VERNIS_JWKS_URL: "):
         TokenVerifier(jwks_url="file:///etc/keys.json")
+
+
+async def test_a_verified_token_is_taken_again_without_a_second_check(
+    make_verifier: MakeVerifier, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same token presented again (a socket reconnecting) gives the same claims without a second signature check; another token is checked."""
+    verifier = make_verifier(secret=SECRET)
+    token = sign(SECRET, "HS256")
+    claims = await verifier.verify(token)
+
+    def no_second_check(*args: object) -> dict[str, Any]:
+        raise AssertionError("checked again")
+
+    monkeypatch.setattr(verifier, "_decode", no_second_check)
+    assert await verifier.verify(token) is claims
+    with pytest.raises(AssertionError, match="checked again"):
+        await verifier.verify(sign(SECRET, "HS256", sub="user-2"))
+
+
+async def test_a_verified_token_past_its_expiry_is_refused(
+    make_verifier: MakeVerifier, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A token verified while valid is refused once its exp and the leeway have passed, though its claims are still kept; with verified_seconds=0 nothing is kept."""
+    verifier = make_verifier(secret=SECRET, verified_seconds=3600)
+    token = sign(SECRET, "HS256", exp=int(time.time()) + 5)
+    await verifier.verify(token)
+    later = time.time() + 5 + tokens_module.LEEWAY_SECONDS + 1
+    monkeypatch.setattr(tokens_module, "time", SimpleNamespace(monotonic=time.monotonic, time=lambda: later))
+    assert await refused(verifier, token) == "The token has expired."
+    uncached = make_verifier(secret=SECRET, verified_seconds=0)
+    await uncached.verify(token := sign(SECRET, "HS256", sub="user-3"))
+    monkeypatch.setattr(uncached, "_decode", lambda *args: {"sub": "x", "org": "y", "exp": 1})
+    assert (await uncached.verify(token)).sub == "x"  # checked again: nothing was kept
+
+
+async def test_a_token_kept_at_a_sockets_close_is_taken_without_a_second_check(
+    make_verifier: MakeVerifier, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """keep(token, claims) (a socket that held the token closed) makes the token's next verify take those claims without a signature check; claims past their expiry are refused, and a token never kept is checked."""
+    verifier = make_verifier(secret=SECRET)
+    token = sign(SECRET, "HS256", sub="kept")
+    payload = jwt.decode(token, SECRET, algorithms=["HS256"])
+
+    def no_check(*args: object) -> dict[str, Any]:
+        raise AssertionError("checked")
+
+    monkeypatch.setattr(verifier, "_decode", no_check)
+    verifier.keep(token, MappingProxyType(payload))
+    claims = await verifier.verify(token)
+    assert (claims.sub, claims.org) == ("kept", "acme")
+    expired = sign(SECRET, "HS256", sub="old")
+    verifier.keep(expired, {**payload, "sub": "old", "exp": int(time.time()) - 3600})
+    assert await refused(verifier, expired) == "The token has expired."
+    with pytest.raises(AssertionError, match="checked"):
+        await verifier.verify(sign(SECRET, "HS256", sub="never-kept"))

@@ -6,13 +6,17 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from vernis.store.transactions import CHECKPOINT_EVERY, SqliteTransactions
+from vernis.store.engine import create_engine
+from vernis.store.models import UTCDateTime
+from vernis.store.transactions import CHECKPOINT_EVERY, EngineTransactions, SqliteTransactions
 
 
 def _insert(value: int) -> object:
@@ -223,13 +227,60 @@ async def test_a_read_runs_on_the_loop_while_another_connection_writes(database:
     transactions = SqliteTransactions(f"sqlite:///{database}")
     select = sa.select(_ITEMS.c.value).order_by(_ITEMS.c.value)
     try:
-        reading = asyncio.ensure_future(transactions.read(select))
+        reading = asyncio.ensure_future(transactions.read(select, {}))
         await asyncio.sleep(0)
         assert reading.done()  # it never waited: on the loop's thread, done within one step
         assert [row["value"] for row in reading.result()] == [7]
         holder.execute("COMMIT")
-        assert [row["value"] for row in await transactions.read(select)] == [0, 7]
+        assert [row["value"] for row in await transactions.read(select, {})] == [0, 7]
     finally:
         holder.close()
         await transactions.aclose()
     assert transactions.fallbacks == 0
+
+
+_TYPED = sa.Table(
+    "typed",
+    sa.MetaData(),
+    sa.Column("id", sa.Uuid, primary_key=True),
+    sa.Column("at", UTCDateTime, nullable=False),
+    sa.Column("data", sa.JSON, nullable=True),
+    sa.Column("flag", sa.Boolean, nullable=False),
+    sa.Column("note", sa.String, nullable=True),
+)
+
+
+async def test_a_read_through_the_driver_gives_what_sqlalchemy_gives(tmp_path: Path) -> None:
+    """read() of a statement built once returns the same rows as SQLAlchemy's engine, each value of its column's type (ids, aware times, JSON, booleans, NULL), for each set of parameters."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'typed.db'}"
+    engine = create_engine(url)
+    async with engine.begin() as connection:
+        await connection.run_sync(_TYPED.metadata.create_all)
+    first, second = uuid.uuid4(), uuid.uuid4()
+    at = datetime(2026, 11, 28, 5, 30, 1, 250_000, tzinfo=UTC)
+    async with engine.begin() as connection:
+        await connection.execute(
+            sa.insert(_TYPED),
+            [
+                {"id": first, "at": at, "data": {"a": [1, "b"]}, "flag": True, "note": None},
+                {"id": second, "at": at, "data": None, "flag": False, "note": "x"},
+            ],
+        )
+    statement = sa.select(_TYPED).where(_TYPED.c.id == sa.bindparam("id"), _TYPED.c.flag.is_not(None))
+    transactions = SqliteTransactions(url)
+    try:
+        for wanted in (first, second, uuid.uuid4()):
+            ours = await transactions.read(statement, {"id": wanted})
+            theirs = await EngineTransactions(engine).read(statement, {"id": wanted})
+            assert [dict(row) for row in ours] == [dict(row) for row in theirs]
+            assert len(ours) == (1 if wanted in (first, second) else 0)
+        row = (await transactions.read(statement, {"id": first}))[0]
+        assert row["id"] == first
+        assert row["at"] == at
+        assert row["at"].tzinfo is not None
+        assert row["data"] == {"a": [1, "b"]}
+        assert row["flag"] is True
+        assert row["note"] is None
+    finally:
+        await transactions.aclose()
+        await engine.dispose()

@@ -236,9 +236,12 @@ class UI:
     def url(self) -> str:
         return self.host.url if self.host is not None else self.vernis.http_url
 
-    async def goto(self, path: str = "/contacts", *, assistant: bool = True) -> None:
-        """Load a page of the demo and (unless `assistant` is false) wait for the assistant on it."""
-        await self.page.goto(self.url + path)
+    async def goto(
+        self, path: str = "/contacts", *, assistant: bool = True, seconds: float | None = None
+    ) -> None:
+        """Load a page of the demo and (unless `assistant` is false) wait for the assistant on it;
+        `seconds`: the page's load may take that long (else the default timeout)."""
+        await self.page.goto(self.url + path, timeout=None if seconds is None else seconds * 1000)
         if not assistant:
             return
         # Styled and defined (the element's module loads after the page's load event).
@@ -249,8 +252,8 @@ class UI:
         await self.launcher.click()
         await self.connected()
 
-    async def connected(self) -> None:
-        await expect(self.connection).to_have_attribute("data-state", "connected")
+    async def connected(self, *, seconds: float = 5) -> None:
+        await expect(self.connection).to_have_attribute("data-state", "connected", timeout=seconds * 1000)
 
     async def send(self, text: str) -> None:
         """Type a message and press Enter, as a user does."""
@@ -260,10 +263,12 @@ class UI:
     def answers(self) -> Locator:
         return self.log.locator(".msg.assistant")
 
-    async def answered(self, count: int = 1) -> Locator:
-        """Wait until `count` answers are shown and none streams; the last one."""
-        await expect(self.answers()).to_have_count(count)
-        await expect(self.log.locator(".msg.assistant[data-streaming]")).to_have_count(0)
+    async def answered(self, count: int = 1, *, seconds: float = 5) -> Locator:
+        """Wait until `count` answers are shown and none streams (for at most `seconds`); the last one."""
+        await expect(self.answers()).to_have_count(count, timeout=seconds * 1000)
+        await expect(self.log.locator(".msg.assistant[data-streaming]")).to_have_count(
+            0, timeout=seconds * 1000
+        )
         return self.answers().last
 
     async def screenshot(self, name: str) -> Path:

@@ -211,8 +211,11 @@ async def cut_and_come_back(ui: UI) -> None:
     await ui.send("hello")
     await ui.answered()
     # The other tabs open the same conversation: each knows the seq it has seen.
-    await asyncio.gather(*(tab.goto() for tab in tabs[1:]))
-    await asyncio.gather(*(tab.open() for tab in tabs[1:]))
+    await asyncio.gather(*(tab.goto(seconds=30) for tab in tabs[1:]))
+    # Twenty panels opening at once on a loaded machine: each is given 20 s to connect.
+    for tab in tabs[1:]:
+        await tab.launcher.click()
+    await asyncio.gather(*(tab.connected(seconds=20) for tab in tabs[1:]))
     for tab in tabs:
         tab.console_errors_expected = True
         # The delay each panel gives its first retry after the cut, as it schedules it.
@@ -228,7 +231,15 @@ async def cut_and_come_back(ui: UI) -> None:
         await server.close(code=1012, reason="service restart")
     async with asyncio.timeout(15):
         await all_back.wait()
-    await asyncio.gather(*(tab.connected() for tab in tabs))
+    # Twenty pages replaying at once in one browser on a loaded machine: a generous wait, and if one
+    # is not back, every panel's state and what its sockets did, to tell a slow one from a lost one.
+    try:
+        await asyncio.gather(*(tab.connected(seconds=20) for tab in tabs))
+    except AssertionError:
+        states = [await tab.connection.get_attribute("data-state") for tab in tabs]
+        raise AssertionError(
+            f"states {states}, sockets per tab {[len(s) for s in sockets]}, back {back}"
+        ) from None
     assert all("after_seq=" in url for _, url in back)
     delays = sorted([await tab.page.evaluate("window.scheduledRetry") for tab in tabs])
     # Each within the first window, 0.5-1 s, at random: spread over it, not together (twenty draws

@@ -364,6 +364,7 @@ async def _thread(services: Services, identity: Identity, thread_id: UUID) -> Co
         )
     except InvalidMessage:
         raise NotFound() from None
+    services.windows.build(conversation.id, ())  # a new thread's window: nothing to read back
     services.hub.publish(conversation.id, events.ConversationCreated(conversation_id=conversation.id))
     return conversation
 

@@ -8,7 +8,7 @@ running it. Nothing here runs a statement; `vernis.conversation.store` does.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
@@ -23,6 +23,9 @@ __all__ = [
     "CLIENT_MESSAGE",
     "CONVERSATION_COLUMNS",
     "CONVERSATION_EXISTS",
+    "GET_CONVERSATION",
+    "HAS_CLIENT_MESSAGE",
+    "HAS_MESSAGE",
     "INSERT_MESSAGE",
     "LISTED_COLUMNS",
     "MESSAGE_COLUMNS",
@@ -284,7 +287,7 @@ MESSAGE_COLUMNS = tuple(
 )
 
 
-def conversation_info(row: sa.RowMapping) -> ConversationInfo:
+def conversation_info(row: Mapping[Any, Any]) -> ConversationInfo:
     return ConversationInfo(**row)
 
 
@@ -298,6 +301,34 @@ def owned_by(member_id: UUID, organization_id: UUID) -> sa.ColumnElement[bool]:
         _conversation.c.member_id == member_id,
         _conversation.c.organization_id == organization_id,
     )
+
+
+# The hot reads (every AG-UI run), built once with their values as bind parameters:
+# `Transactions.read` compiles each once. `owned_by`'s condition, by parameter.
+_OWNED = sa.and_(
+    _conversation.c.member_id == sa.bindparam("member_id"),
+    _conversation.c.organization_id == sa.bindparam("organization_id"),
+)
+GET_CONVERSATION = sa.select(*CONVERSATION_COLUMNS).where(
+    _conversation.c.id == sa.bindparam("conversation_id"), _OWNED
+)
+# A message of the member's: sent with `client_id` as its client message id (HAS_CLIENT_MESSAGE),
+# or that one or the stored message `message_id` of the conversation `conversation_id` (HAS_MESSAGE).
+_SENT = _message.c.client_message_id == sa.bindparam("client_id")
+_MEMBERS_MESSAGE = sa.select(_message.c.id).join(
+    _conversation, _conversation.c.id == _message.c.conversation_id
+)
+HAS_CLIENT_MESSAGE = _MEMBERS_MESSAGE.where(_OWNED, _SENT).limit(1)
+HAS_MESSAGE = _MEMBERS_MESSAGE.where(
+    _OWNED,
+    sa.or_(
+        _SENT,
+        sa.and_(
+            _message.c.id == sa.bindparam("message_id"),
+            _message.c.conversation_id == sa.bindparam("conversation_id"),
+        ),
+    ),
+).limit(1)
 
 
 def check_status(status: str) -> None:

@@ -23,6 +23,8 @@ AI_RULES_TTL = 5.0
 
 _member = table_of(Member)
 _rules = table_of(OrgAIRules)
+# Read for every answer, once `ttl` has passed: built once (`Transactions.read`).
+_RULES_OF = sa.select(_rules.c.rules).where(_rules.c.organization_id == sa.bindparam("organization_id"))
 
 
 class AiRules:
@@ -36,12 +38,10 @@ class AiRules:
         cached = self._cache.get(organization_id)
         if cached is not None:
             return cached
-        async with self._engine.connect() as connection:
-            rules = await connection.scalar(
-                sa.select(_rules.c.rules).where(_rules.c.organization_id == organization_id)
-            )
-        self._cache[organization_id] = rules or ""
-        return rules or ""
+        rows = await self._transactions.read(_RULES_OF, {"organization_id": organization_id})
+        rules = (rows[0]["rules"] if rows else None) or ""
+        self._cache[organization_id] = rules
+        return rules
 
     async def set(self, organization_id: UUID, rules: str, updated_by: UUID) -> None:
         """Replace the organization's AI rules. Raises `Forbidden` when `updated_by` is not a current

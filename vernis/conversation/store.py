@@ -117,10 +117,10 @@ class ConversationStore:
         self, conversation_id: UUID, member_id: UUID, organization_id: UUID
     ) -> ConversationInfo | None:
         """The conversation if it is this member's in this organization, else None."""
-        statement = sa.select(*_sql.CONVERSATION_COLUMNS).where(
-            _conversation.c.id == conversation_id, _sql.owned_by(member_id, organization_id)
+        rows = await self._transactions.read(  # read for every AG-UI run
+            _sql.GET_CONVERSATION,
+            {"conversation_id": conversation_id, "member_id": member_id, "organization_id": organization_id},
         )
-        rows = await self._transactions.read(statement)  # read for every AG-UI run
         return _sql.conversation_info(rows[0]) if rows else None
 
     async def latest_rollover(
@@ -489,18 +489,11 @@ class ConversationStore:
     ) -> bool:
         """In one query: whether the conversation holds the message `message_id` (a client sent a
         stored one back), or the member sent one with `client_id` as its `client_message_id`."""
-        sent = _message.c.client_message_id == client_id
-        if message_id is not None:
-            sent = sa.or_(
-                sent, sa.and_(_message.c.id == message_id, _message.c.conversation_id == conversation_id)
-            )
-        statement = (
-            sa.select(_message.c.id)
-            .join(_conversation, _conversation.c.id == _message.c.conversation_id)
-            .where(_sql.owned_by(member_id, organization_id), sent)
-            .limit(1)
-        )
-        return bool(await self._transactions.read(statement))
+        parameters = {"member_id": member_id, "organization_id": organization_id, "client_id": client_id}
+        if message_id is None:
+            return bool(await self._transactions.read(_sql.HAS_CLIENT_MESSAGE, parameters))
+        parameters |= {"message_id": message_id, "conversation_id": conversation_id}
+        return bool(await self._transactions.read(_sql.HAS_MESSAGE, parameters))
 
     async def find_by_client_message_id(
         self, member_id: UUID, organization_id: UUID, client_message_id: str

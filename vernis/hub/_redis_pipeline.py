@@ -2,11 +2,13 @@
 in batches, each batch one call of the publish script (`lua/publish.lua`).
 
 Publishing stays off the per-delta critical path: `queue()` appends to the batch being gathered and
-returns; the batch is due `linger` after its first event, and one call sends the events of every
-conversation in it. The script numbers them, keeps them for replay and relays them to the other
-instances; its reply, the first `seq` it gave each conversation's events, is handed to `deliver`,
-so the publishing instance gives its own subscribers their events from the frames it holds (they
-make no second trip through Redis).
+returns; one call sends the events of every conversation in it. A batch leaves in the loop's next
+turn when no batch is on its way to Redis (an event waits for nothing but Redis itself), else once
+the reply of the last one is read, or `linger` after its first event, whichever comes first: the
+busier Redis, the larger the batches, with no fixed wait when it is not. The script numbers the
+events, keeps them for replay and relays them to the other instances; its reply, the first `seq`
+it gave each conversation's events, is handed to `deliver`, so the publishing instance gives its
+own subscribers their events from the frames it holds (they make no second trip through Redis).
 
 A batch is written without waiting for the reply of the one before (Redis runs the calls in the
 order written, at most `MAX_IN_FLIGHT` unanswered), on a connection of the publisher's own; the
@@ -263,9 +265,9 @@ class Publisher:
         self._queued: dict[UUID, Queued] = {}
         self._queued_count = 0
         self._texts: dict[UUID, str] = {}
-        # Set when the batch being gathered is due (`linger` after its first event), or to retry.
+        # Set when the batch being gathered is due (see the module's docstring), or to retry.
         self._wake = asyncio.Event()
-        self._due: asyncio.TimerHandle | None = None
+        self._due: asyncio.Handle | None = None
         # Batches written to Redis, oldest first, whose replies are not read yet.
         self._in_flight: collections.deque[_Sent] = collections.deque()
         # Batches to write again (their connection failed before their replies came), oldest first.
@@ -298,9 +300,13 @@ class Publisher:
         queued.frames.append((head, has_seq == "1", None if kind == "d" else event))
         self._queued_count += 1
         if self._due is None:
-            # A timer, not the sender waking to sleep out the linger: at the linger's end the
-            # sender writes in the loop's next turn (waking first, then sleeping, takes two).
-            self._due = asyncio.get_running_loop().call_later(self._linger, self._ripe)
+            # A callback, not the sender waking to sleep out the linger: when it is due the sender
+            # writes in the loop's next turn (waking first, then sleeping, takes two).
+            loop = asyncio.get_running_loop()
+            if self._in_flight:
+                self._due = loop.call_later(self._linger, self._ripe)
+            else:
+                self._due = loop.call_soon(self._ripe)
 
     def _ripe(self) -> None:
         self._due = None
@@ -406,6 +412,9 @@ class Publisher:
             self._in_flight.popleft()
             if not self._in_flight:
                 self._sent.clear()
+                if self._due is not None:  # the batch gathered meanwhile goes now
+                    self._due.cancel()
+                    self._ripe()
             self._progress.set()
             await self._deliver(sent.batches, firsts)
 

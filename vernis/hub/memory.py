@@ -139,7 +139,9 @@ class MemoryHub:
     ) -> None:
         self._encode = encode
         self._sweep_seconds = sweep_seconds
-        self._subscribers: dict[UUID, list[Sink]] = {}
+        # Per conversation, its sinks in the order they came (a dict as an ordered set: a review
+        # channel has every reviewer of an organization, thousands; adding or removing one is O(1)).
+        self._subscribers: dict[UUID, dict[Sink, None]] = {}
         self._seq: dict[UUID, int] = {}
         self._events: dict[UUID, _Window] = {}
         self._in_flight: dict[UUID, InFlight] = {}
@@ -153,17 +155,13 @@ class MemoryHub:
     # --- subscriptions ---------------------------------------------------------------------------
 
     def subscribe(self, conversation_id: UUID, sink: Sink) -> None:
-        sinks = self._subscribers.setdefault(conversation_id, [])
-        if sink not in sinks:
-            sinks.append(sink)
+        self._subscribers.setdefault(conversation_id, {})[sink] = None
 
     def unsubscribe(self, conversation_id: UUID, sink: Sink) -> None:
         sinks = self._subscribers.get(conversation_id)
         if sinks is None:
             return
-        try:
-            sinks.remove(sink)
-        except ValueError:
+        if sinks.pop(sink, False) is False:
             return
         if not sinks:
             del self._subscribers[conversation_id]

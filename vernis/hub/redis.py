@@ -109,7 +109,8 @@ class _Local:
 
     def __init__(self, conversation_id: UUID, loop: asyncio.AbstractEventLoop) -> None:
         self.conversation_id = conversation_id
-        self.sinks: list[Sink] = []
+        # A dict as an ordered set: adding or removing one of thousands of sinks is O(1).
+        self.sinks: dict[Sink, None] = {}
         self.delivered: int | None = None
         # Resolved once this instance is among the conversation's subscribers in Redis: from then on
         # no event is missed.
@@ -184,8 +185,7 @@ class RedisHub:
             local = self._local[conversation_id] = _Local(conversation_id, asyncio.get_running_loop())
             self._by_id[str(conversation_id)] = local
             self._background(self._subscribe(conversation_id, local))
-        if sink not in local.sinks:
-            local.sinks.append(sink)
+        local.sinks[sink] = None
 
     def _background(self, work: Coroutine[Any, Any, None]) -> None:
         """(Un)subscribing runs beside the caller, which must not wait; kept until done."""
@@ -224,8 +224,7 @@ class RedisHub:
         local = self._local.get(conversation_id)
         if local is None:
             return
-        with contextlib.suppress(ValueError):
-            local.sinks.remove(sink)
+        local.sinks.pop(sink, None)
         if not local.sinks:
             del self._local[conversation_id]
             del self._by_id[str(conversation_id)]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -57,20 +57,21 @@ _MEMBER_COLUMNS = (
 )
 
 
-def _member_info(row: Any) -> MemberInfo:
+def _member_info(row: Mapping[Any, Any]) -> MemberInfo:
+    revoked_at = row["tokens_revoked_at"]
     return MemberInfo(
-        id=row.id,
-        organization_id=row.organization_id,
-        external_id=row.external_id,
-        organization_external_id=row.organization_external_id,
-        organization_name=row.organization_name,
-        organization_timezone=row.organization_timezone,
-        email=row.email,
-        name=row.name,
-        role=row.role,
-        removed=row.removed_at is not None,
-        revoked_permissions=tuple(row.revoked_permissions or ()),
-        tokens_revoked_at=row.tokens_revoked_at.timestamp() if row.tokens_revoked_at else None,
+        id=row["id"],
+        organization_id=row["organization_id"],
+        external_id=row["external_id"],
+        organization_external_id=row["organization_external_id"],
+        organization_name=row["organization_name"],
+        organization_timezone=row["organization_timezone"],
+        email=row["email"],
+        name=row["name"],
+        role=row["role"],
+        removed=row["removed_at"] is not None,
+        revoked_permissions=tuple(row["revoked_permissions"] or ()),
+        tokens_revoked_at=revoked_at.timestamp() if revoked_at else None,
     )
 
 
@@ -80,6 +81,16 @@ def _select_member(where: sa.ColumnElement[bool]) -> sa.Select[Any]:
         .join(_organization, _organization.c.id == _member.c.organization_id)
         .where(where)
     )
+
+
+# The member a token names, read at every handshake and every HTTP request not seen recently: built
+# once, for `Transactions.read` (on SQLite, the loop thread's reader, with no hop to a driver thread).
+_MEMBER_BY_EXTERNAL_ID = _select_member(
+    sa.and_(
+        _organization.c.external_id == sa.bindparam("org"),
+        _member.c.external_id == sa.bindparam("sub"),
+    )
+)
 
 
 def _zone(name: str | None) -> str | None:
@@ -119,6 +130,12 @@ class IdentityService:
         identity = await self.authenticate(token)
         self._recent[token] = identity
         return identity
+
+    def closed(self, identity: Identity) -> None:
+        """A socket holding `identity` closed: should it come back with the same token (a deploy or
+        a network blip cut every socket at once), the token is taken without a second signature
+        check for a while (`TokenVerifier.keep`); the member is read again as always."""
+        self.verifier.keep(identity.token, identity.claims)
 
     def forget(self, member_id: UUID) -> None:
         """The identities `authenticate_recent` keeps for this member are asked for anew."""
@@ -212,15 +229,15 @@ class IdentityService:
         return revoked
 
     async def _find(self, connection: AsyncConnection, where: sa.ColumnElement[bool]) -> MemberInfo | None:
-        row = (await connection.execute(_select_member(where))).first()
+        row = (await connection.execute(_select_member(where))).mappings().first()
         return None if row is None else _member_info(row)
 
     async def _upsert(self, claims: HostClaims) -> MemberInfo:
-        where = sa.and_(_organization.c.external_id == claims.org, _member.c.external_id == claims.sub)
-        async with self._engine.connect() as connection:
-            found = await self._find(connection, where)
+        rows = await self._transactions.read(_MEMBER_BY_EXTERNAL_ID, {"org": claims.org, "sub": claims.sub})
+        found = _member_info(rows[0]) if rows else None
         if found is not None and not self._changed(found, claims):
             return found
+        where = sa.and_(_organization.c.external_id == claims.org, _member.c.external_id == claims.sub)
         # The write goes through the app's transactions: on SQLite, its one writer, never a pooled
         # connection of the async engine waiting for the write lock (a burst of first handshakes on
         # a busy server waited past SQLite's busy timeout there, and the handshake failed).
@@ -230,7 +247,7 @@ class IdentityService:
     def _write(cls, connection: Connection, claims: HostClaims, where: sa.ColumnElement[bool]) -> MemberInfo:
         organization_id = cls._organization(connection, claims)
         cls._member(connection, organization_id, claims)
-        row = connection.execute(_select_member(where)).first()
+        row = connection.execute(_select_member(where)).mappings().first()
         assert row is not None
         return _member_info(row)
 

@@ -16,6 +16,11 @@ the HS256-signed-with-the-public-key confusion never reach a signature check. JW
 with `httpx`, cached for `jwks_cache_seconds`, and refetched early only for an unknown `kid`, at most
 once per `REFETCH_INTERVAL` seconds so that forged tokens cannot make Vernis hammer the host. A failed
 fetch is not retried for `REFETCH_INTERVAL` seconds either; meanwhile the last good set stays in use.
+
+A token verified once is taken again without a second signature check for `VERIFIED_SECONDS` (the
+same string: the same claims), never past its `exp` and leeway: every socket of a reconnect storm
+(a deploy, a network blip) presents the token it connected with. A key taken out of a JWKS set
+verifies no new token; one it verified before may still be taken for up to `VERIFIED_SECONDS`.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import httpx
 import jwt
+from cachetools import TTLCache
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
@@ -58,6 +64,9 @@ MAX_ID_CHARS = 255
 REFETCH_INTERVAL = 10.0
 MIN_SECRET_BYTES = 32  # RFC 7518 §3.2: an HS256 key at least as long as the hash
 MAX_TOKEN_CHARS = 16_384
+# How long a verified token's claims are taken again without a second check, and how many are kept.
+VERIFIED_SECONDS = 30.0
+VERIFIED_TOKENS = 20_000
 MAX_JWKS_BYTES = 1 << 20
 
 logger = logging.getLogger("vernis.identity")
@@ -113,6 +122,7 @@ class TokenVerifier:
         audience: str | None = None,
         org_claim: str = "org",
         jwks_cache_seconds: float = 300.0,
+        verified_seconds: float = VERIFIED_SECONDS,
     ) -> None:
         secret, public_key, jwks_url = (
             v if v and v.strip() else None for v in (secret, public_key, jwks_url)
@@ -138,6 +148,9 @@ class TokenVerifier:
         self._issuer = issuer or None
         self._audience = audience or None
         self._org_claim = org_claim
+        self._verified: TTLCache[str, HostClaims] | None = (
+            TTLCache(maxsize=VERIFIED_TOKENS, ttl=verified_seconds) if verified_seconds > 0 else None
+        )
 
     @property
     def can_issue(self) -> bool:
@@ -146,6 +159,29 @@ class TokenVerifier:
     async def verify(self, token: str) -> HostClaims:
         if not isinstance(token, str) or not token or len(token) > MAX_TOKEN_CHARS:
             raise AuthError(_INVALID)
+        verified = self._verified
+        if verified is not None:
+            claims = verified.get(token)
+            if claims is not None:
+                if claims.expires_at + LEEWAY_SECONDS > time.time():
+                    return claims
+                raise AuthError("The token has expired.")
+        claims = await self._verify(token)
+        if verified is not None:
+            verified[token] = claims
+        return claims
+
+    def keep(self, token: str, payload: Mapping[str, Any]) -> None:
+        """`token`, verified earlier with these claims (a socket that held it just closed), is taken
+        again without a second check for `verified_seconds` from now, never past its expiry."""
+        if self._verified is None:
+            return
+        try:
+            self._verified[token] = self._claims(payload)
+        except (AuthError, KeyError, TypeError):
+            return
+
+    async def _verify(self, token: str) -> HostClaims:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
@@ -201,7 +237,7 @@ class TokenVerifier:
         except jwt.PyJWTError:
             raise AuthError(_INVALID) from None
 
-    def _claims(self, payload: dict[str, Any]) -> HostClaims:
+    def _claims(self, payload: Mapping[str, Any]) -> HostClaims:
         exp = _number(payload["exp"])
         if exp is None:
             raise AuthError(_INVALID)

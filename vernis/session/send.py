@@ -470,16 +470,18 @@ async def _begin(
 
 
 # Token estimates of the texts every answer of a member sends again: the system message (the same
-# from message to message, SPEC §19) and the toolset's definitions (by their JSON, encoded once per
-# toolset).
-_system_token_cache: LRUCache[str, int] = LRUCache(maxsize=256)
+# from message to message, SPEC §19; one per member and page, so thousands on a busy instance: kept
+# by the text's hash, not the text) and the toolset's definitions (by their JSON, encoded once per
+# toolset; a few per role).
+_system_token_cache: LRUCache[int, int] = LRUCache(maxsize=8192)
 _tool_token_cache: LRUCache[bytes, int] = LRUCache(maxsize=256)
 
 
 def _counted(system: str) -> int:
-    found = _system_token_cache.get(system)
+    key = hash(system)  # an estimate: two texts of one hash would share a count, harmlessly
+    found = _system_token_cache.get(key)
     if found is None:
-        found = _system_token_cache[system] = tokens.count(system)
+        found = _system_token_cache[key] = tokens.count(system)
     return found
 
 

@@ -12,10 +12,11 @@ function run in one hop:
   can take SQLite's write lock at once, else on a thread of its own (see the class);
 - `PostgresTransactions`: PostgreSQL, the engine's, plus asyncpg directly for the hot statements.
 
-The hottest writes, every answer's (`execute`, `fetch`, `write`), skip SQLAlchemy's execution
-machinery, which cost more CPU than the database's own work: each statement is compiled once by
-SQLAlchemy for the dialect and handed to the driver with its parameters put through the same bind
-processors (`_Statements`).
+The hottest writes, every answer's (`execute`, `fetch`, `write`), and on SQLite the short reads of
+every message, run and handshake (`read`), skip SQLAlchemy's execution machinery, which cost more
+CPU than the database's own work: each statement is compiled once by SQLAlchemy for the dialect and
+handed to the driver with its parameters put through the same bind processors, and a read's rows
+come back through the columns' result processors (`_Statements`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -35,6 +36,7 @@ from cachetools import LRUCache
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.pool import PoolProxiedConnection
 
 from vernis.store.engine import set_sqlite_pragmas
 
@@ -73,10 +75,14 @@ class Transactions(Protocol):
         driver."""
         ...
 
-    async def read(self, statement: sa.Executable) -> Sequence[sa.RowMapping]:
-        """The rows of one short read (an indexed lookup of a row or a few): on SQLite, on the
-        event loop's own thread (a reader of the write-ahead log waits for nobody), with no hop
-        to a driver thread."""
+    async def read(
+        self, statement: sa.Executable, parameters: Mapping[str, Any]
+    ) -> Sequence[Mapping[Any, Any]]:
+        """The rows of one short read (an indexed lookup of a row or a few), each a mapping of the
+        columns' keys to their values. `statement` is built once, its values bind parameters named
+        in `parameters`: SQLite compiles it once and runs it through the driver on the event loop's
+        own thread (a reader of the write-ahead log waits for nobody), with no hop to a driver
+        thread and none of SQLAlchemy's execution machinery."""
         ...
 
     async def aclose(self) -> None: ...
@@ -128,9 +134,11 @@ class EngineTransactions:
     async def write(self, body: Callable[[Writer], T]) -> T:
         return await self.run(lambda connection: body(_ConnectionWriter(connection)))
 
-    async def read(self, statement: sa.Executable) -> Sequence[sa.RowMapping]:
+    async def read(
+        self, statement: sa.Executable, parameters: Mapping[str, Any]
+    ) -> Sequence[Mapping[Any, Any]]:
         async with self._engine.connect() as connection:
-            return (await connection.execute(statement)).mappings().all()
+            return (await connection.execute(statement, dict(parameters))).mappings().all()
 
     async def aclose(self) -> None:
         """The engine is its owner's to dispose of."""
@@ -151,10 +159,26 @@ class _Compiled:
     compiled: sa.engine.Compiled
     names: tuple[str, ...]
     processors: tuple[Callable[[Any], Any] | None, ...]
-    # What turns the driver's value of the first column returned into the column's type.
-    first: Callable[[Any], Any] | None
+    # The keys of the columns returned, and what turns the driver's value of each into its type.
+    keys: tuple[str, ...]
+    results: tuple[Callable[[Any], Any] | None, ...]
 
-    def arguments(self, row: dict[str, Any]) -> list[Any]:
+    @property
+    def first(self) -> Callable[[Any], Any] | None:
+        return self.results[0] if self.results else None
+
+    def mappings(self, rows: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
+        """The driver's rows as the columns' keys and their values, each of its column's type."""
+        keys, results = self.keys, self.results
+        return [
+            {
+                key: value if process is None or value is None else process(value)
+                for key, process, value in zip(keys, results, row, strict=True)
+            }
+            for row in rows
+        ]
+
+    def arguments(self, row: Mapping[str, Any]) -> list[Any]:
         values = self.compiled.construct_params(row)
         assert values is not None
         return [
@@ -179,17 +203,17 @@ class _Statements:
             names = tuple(compiled.positiontup or ())
             processors = compiled._bind_processors
             columns = compiled._result_columns
-            first = None
-            if columns:
-                column_type = columns[0].type.dialect_impl(self._dialect)
-                first = column_type.result_processor(self._dialect, None)
             found = self._compiled[key] = _Compiled(
                 statement,
                 compiled.string,
                 compiled,
                 names,
                 tuple(processors.get(name) for name in names),
-                first,
+                tuple(column.keyname for column in columns),
+                tuple(
+                    column.type.dialect_impl(self._dialect).result_processor(self._dialect, None)
+                    for column in columns
+                ),
             )
         return found
 
@@ -307,16 +331,14 @@ class SqliteTransactions:
 
     def __init__(self, database_url: str, *, async_reads: AsyncEngine | None = None) -> None:
         url = make_url(database_url).set(drivername="sqlite")
-        # Errors name the SQL, never the values (as vernis.store.engine's engines).
-        self._engine = sa.create_engine(url, pool_size=1, max_overflow=0, hide_parameters=True)
-        event.listen(self._engine, "connect", set_sqlite_pragmas)
+        self._engine = _one_connection(url, set_sqlite_pragmas)
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vernis-sqlite-writer")
-        self._inline = sa.create_engine(url, pool_size=1, max_overflow=0, hide_parameters=True)
-        event.listen(self._inline, "connect", _inline_pragmas)
+        self._inline = _one_connection(url, _inline_pragmas)
         event.listen(self._inline, "begin", _begin_immediate)
+        # `write`'s statements, on the loop's thread too, through the driver: a connection kept.
+        self._direct = _Kept(_one_connection(url, _inline_pragmas))
         # Short reads on the loop's thread: a connection of their own, never waiting for a lock.
-        self._reader = sa.create_engine(url, pool_size=1, max_overflow=0, hide_parameters=True)
-        event.listen(self._reader, "connect", _reader_pragmas)
+        self._reader = _Kept(_one_connection(url, _reader_pragmas))
         self._async_reads = async_reads
         self._statements = _Statements(self._inline.dialect)
         self._commits = 0
@@ -357,35 +379,29 @@ class SqliteTransactions:
         """On the loop's thread, straight through the driver (statements compiled once, their
         parameters given to the driver as it takes them): less CPU than the same through a
         SQLAlchemy connection. A taken lock sends it to the thread, like `run`."""
-        # The loop's one connection is back in its pool before anything is awaited: taken across
-        # an await, the next `write` or `run` would wait for it on the loop's own thread, blocking
-        # the loop until the pool's timeout.
-        pooled = self._inline.raw_connection()
+        # Nothing is awaited while the transaction is open: the kept connection is free again
+        # before the next `write` can start.
+        driver = self._direct.driver()
         try:
-            driver = pooled.driver_connection
-            assert driver is not None
+            driver.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if not _locked_error(exc):
+                raise sa.exc.OperationalError("BEGIN IMMEDIATE", None, exc) from exc
+            locked = True
+        else:
+            locked = False
             try:
-                driver.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                if not _locked_error(exc):
-                    raise sa.exc.OperationalError("BEGIN IMMEDIATE", None, exc) from exc
-                locked = True
-            else:
-                locked = False
-                try:
-                    result = body(_DriverWriter(driver, self._statements))
-                    driver.execute("COMMIT")
-                except BaseException as exc:
-                    driver.execute("ROLLBACK")
-                    if isinstance(exc, sqlite3.IntegrityError):
-                        raise sa.exc.IntegrityError(None, None, exc) from exc
-                    if isinstance(exc, sqlite3.OperationalError):
-                        raise sa.exc.OperationalError(None, None, exc) from exc
-                    if isinstance(exc, sqlite3.DatabaseError):
-                        raise sa.exc.DBAPIError(None, None, exc) from exc
-                    raise
-        finally:
-            pooled.close()
+                result = body(_DriverWriter(driver, self._statements))
+                driver.execute("COMMIT")
+            except BaseException as exc:
+                driver.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.IntegrityError):
+                    raise sa.exc.IntegrityError(None, None, exc) from exc
+                if isinstance(exc, sqlite3.OperationalError):
+                    raise sa.exc.OperationalError(None, None, exc) from exc
+                if isinstance(exc, sqlite3.DatabaseError):
+                    raise sa.exc.DBAPIError(None, None, exc) from exc
+                raise
         if locked:
             self.fallbacks += 1
             return await asyncio.get_running_loop().run_in_executor(
@@ -399,19 +415,22 @@ class SqliteTransactions:
             lambda connection: [tuple(row) for row in connection.execute(statement, parameters)]
         )
 
-    async def read(self, statement: sa.Executable) -> Sequence[sa.RowMapping]:
-        """On the loop's thread, in a read transaction of its own: in WAL mode a reader takes no lock
-        a writer holds. Should SQLite still say busy (a checkpoint resetting the log), the read goes
-        through `async_reads` (the app's async engine), which waits as usual."""
+    async def read(
+        self, statement: sa.Executable, parameters: Mapping[str, Any]
+    ) -> Sequence[Mapping[Any, Any]]:
+        """On the loop's thread, through the driver, in a read of its own: in WAL mode a reader takes
+        no lock a writer holds. Should SQLite still say busy (a checkpoint resetting the log), the
+        read goes through `async_reads` (the app's async engine), which waits as usual."""
+        compiled = self._statements.compile(statement, ())
         try:
-            with self._reader.connect() as connection:
-                return connection.execute(statement).mappings().all()
+            rows = self._reader.driver().execute(compiled.sql, compiled.arguments(parameters)).fetchall()
+            return compiled.mappings(rows)
         except (sa.exc.OperationalError, sqlite3.OperationalError) as exc:
             locked = _locked(exc) if isinstance(exc, sa.exc.OperationalError) else _locked_error(exc)
             if not locked or self._async_reads is None:
                 raise
         async with self._async_reads.connect() as connection:
-            return (await connection.execute(statement)).mappings().all()
+            return (await connection.execute(statement, dict(parameters))).mappings().all()
 
     def _run(self, body: Callable[[Connection], T]) -> T:
         with self._engine.begin() as connection:
@@ -430,9 +449,41 @@ class SqliteTransactions:
         if self._checkpoint is not None:
             await asyncio.gather(self._checkpoint, return_exceptions=True)
         self._inline.dispose()  # its connection belongs to this thread
-        self._reader.dispose()
+        self._direct.close()
+        self._reader.close()
         await asyncio.get_running_loop().run_in_executor(self._thread, self._engine.dispose)
         self._thread.shutdown(wait=True)
+
+
+def _one_connection(url: sa.URL, pragmas: Callable[[Any, Any], None]) -> sa.Engine:
+    """An engine of one connection to `url`, set up by `pragmas` when it connects. Errors name the
+    SQL, never the values (as vernis.store.engine's engines)."""
+    engine = sa.create_engine(url, pool_size=1, max_overflow=0, hide_parameters=True)
+    event.listen(engine, "connect", pragmas)
+    return engine
+
+
+class _Kept:
+    """The one connection of `engine`, checked out at first use and kept until `close`: for
+    statements run on the loop's thread with nothing awaited between them, a pool's checkout and
+    checkin around each (more CPU than a short statement's own work) buy nothing."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self._engine = engine
+        self._pooled: PoolProxiedConnection | None = None
+
+    def driver(self) -> sqlite3.Connection:
+        if self._pooled is None:
+            self._pooled = self._engine.raw_connection()
+        driver = self._pooled.driver_connection
+        assert isinstance(driver, sqlite3.Connection)
+        return driver
+
+    def close(self) -> None:
+        if self._pooled is not None:
+            self._pooled.close()
+            self._pooled = None
+        self._engine.dispose()
 
 
 def _inline_pragmas(dbapi_connection: Any, connection_record: Any) -> None:

@@ -36,6 +36,18 @@ _approval = table_of(Approval)
 _audit = table_of(AuditEntry)
 _message = table_of(Message)
 
+# Whether the member's conversation has an approval pending: read for nearly every message, built once.
+_ANY_PENDING = (
+    sa.select(_approval.c.id)
+    .where(
+        _approval.c.member_id == sa.bindparam("member_id"),
+        _approval.c.organization_id == sa.bindparam("organization_id"),
+        _approval.c.conversation_id == sa.bindparam("conversation_id"),
+        _approval.c.status == ApprovalStatus.PENDING,
+    )
+    .limit(1)
+)
+
 
 def arguments_hash(tool_name: str, arguments: dict[str, Any]) -> str:
     canonical = orjson.dumps({"tool": tool_name, "arguments": arguments}, option=orjson.OPT_SORT_KEYS)
@@ -220,16 +232,17 @@ class ApprovalService:
 
         Called for nearly every message: a read (on the approvals' index) finds whether any is
         pending first, and only then a write transaction ends them."""
+        waiting = await self._transactions.read(
+            _ANY_PENDING,
+            {"member_id": member_id, "organization_id": organization_id, "conversation_id": conversation_id},
+        )
+        if not waiting:
+            return []
         theirs = sa.and_(
             _approval.c.member_id == member_id,
             _approval.c.organization_id == organization_id,
             _approval.c.conversation_id == conversation_id,
         )
-        waiting = await self._transactions.read(
-            sa.select(_approval.c.id).where(theirs, _approval.c.status == ApprovalStatus.PENDING).limit(1)
-        )
-        if not waiting:
-            return []
         rows = await self._resolve_pending(theirs, ApprovalStatus.EXPIRED, via="superseded", unexpired=False)
         return [_info(row) for row in rows]
 

@@ -5,14 +5,19 @@ the connection (SPEC §20's AG-UI runs).
 write a body chunk now (`WRITE_BODY` in its extensions): synchronously, when the response has
 started with chunked encoding, is not complete, the client is still there and reading (the
 transport's writes are not paused); otherwise it writes nothing and says so, and the chunk takes
-the ASGI way. `EventStream` is the response that uses it: its start goes through the middleware
-(the security headers, CORS), and `direct` is handed the writer before the first chunk.
+the ASGI way. It also calls the request's `lost` callback, when one is set, as the client goes
+away before the response is complete. `EventStream` is the response that uses both: its start goes
+through the middleware (the security headers, CORS), `direct` is handed the writer before the first
+chunk, and a client that leaves stops the stream (as starlette's `StreamingResponse` does with a
+task group listening for the disconnect, which costs every response two tasks more).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from functools import partial
+from typing import Any
 
 from starlette.background import BackgroundTask
 from starlette.responses import StreamingResponse
@@ -46,7 +51,20 @@ class VernisHttpProtocol(HttpToolsProtocol):
         cycle = self.cycle
         # The request's task has not run yet (it was only created): its scope gets the writer.
         if cycle is not None and cycle.scope is self.scope and not cycle.response_started:
-            self.scope.setdefault("extensions", {})[WRITE_BODY] = {"write": partial(_write_now, cycle)}
+            self.scope.setdefault("extensions", {})[WRITE_BODY] = {
+                "write": partial(_write_now, cycle),
+                "lost": None,
+            }
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        cycle = self.cycle
+        super().connection_lost(exc)
+        if cycle is not None and cycle.disconnected:
+            extensions: dict[str, Any] = cycle.scope.get("extensions", {})
+            extension = extensions.get(WRITE_BODY)
+            lost = extension.get("lost") if extension else None
+            if lost is not None:
+                lost()
 
 
 class EventStream(StreamingResponse):
@@ -71,9 +89,33 @@ class EventStream(StreamingResponse):
         self._write: WriteNow | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        extension = scope.get("extensions", {}).get(WRITE_BODY)
-        self._write = extension["write"] if extension else None
-        await super().__call__(scope, receive, send)
+        extension: dict[str, Any] | None = scope.get("extensions", {}).get(WRITE_BODY)
+        if extension is None:  # another server: starlette's way
+            await super().__call__(scope, receive, send)
+            return
+        self._write = extension["write"]
+        task = asyncio.current_task()
+        assert task is not None
+        gone = False
+
+        def lost() -> None:
+            # Called by the protocol while this task waits inside `stream_response`: it is cancelled
+            # there, as starlette's task group would cancel it.
+            nonlocal gone
+            gone = True
+            task.cancel()
+
+        extension["lost"] = lost
+        try:
+            await self.stream_response(send)
+        except asyncio.CancelledError:
+            if not gone:
+                raise
+            task.uncancel()
+        finally:
+            extension["lost"] = None
+        if self.background is not None:
+            await self.background()
 
     async def stream_response(self, send: Send) -> None:
         await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})

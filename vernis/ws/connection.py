@@ -121,6 +121,7 @@ class Connection:
             closing = self.state is ConnectionState.CLOSING
             self.state = ConnectionState.CLOSED
             self.session.close()
+            self.services.identity.closed(self.identity)
             if self._expiry is not None:
                 self._expiry.cancel()
             writer = self._writer
