@@ -98,7 +98,10 @@ export class Picker {
     const focused = this.element.getRootNode().activeElement;
     const focusedId = focused && focused.closest && focused.closest(".conv") ? focused.closest(".conv").dataset.id : null;
     this.render();
-    if (focusedId) {
+    if (focused && focused.isConnected && focused.closest(".conv[data-editing]")) {
+      // A rename or a delete being confirmed is kept by render(); moving it took its focus.
+      focused.focus();
+    } else if (focusedId) {
       const row = this.row(focusedId);
       (row ? row.querySelector(".conv-open") : this.openButtons()[0] || this.newButton).focus();
     }
@@ -128,7 +131,13 @@ export class Picker {
     }
   }
 
+  /**
+   * Lay out the conversations again. A row being renamed or asked to delete (`data-editing`) is
+   * kept as it is, so a list that arrives meanwhile (the picker's own refresh, another tab's
+   * change) never takes away what the user is typing or confirming.
+   */
   render() {
+    const editing = new Map(this.rows().filter((row) => row.hasAttribute("data-editing")).map((row) => [row.dataset.id, row]));
     const shown = this.query
       ? this.conversations.filter((c) => (c.title || "Untitled conversation").toLocaleLowerCase().includes(this.query))
       : this.conversations;
@@ -145,7 +154,7 @@ export class Picker {
         const id = `vernis-picker-group-${index}`;
         return [
           h("h4", { class: "picker-group", id }, name),
-          h("ul", { class: "picker-list", "aria-labelledby": id }, conversations.map((c) => this.renderRow(c))),
+          h("ul", { class: "picker-list", "aria-labelledby": id }, conversations.map((c) => editing.get(c.conversation_id) || this.renderRow(c))),
         ];
       }),
     );
@@ -185,6 +194,11 @@ export class Picker {
     ]);
   }
 
+  /** The list's current entry for `conversation` (a list that came since replaced it), or itself. */
+  latest(conversation) {
+    return this.conversations.find((c) => c.conversation_id === conversation.conversation_id) || conversation;
+  }
+
   row(conversationId) {
     return this.rows().find((row) => row.dataset.id === conversationId) || null;
   }
@@ -211,7 +225,7 @@ export class Picker {
     const cancel = h("button", { type: "button", class: "button small" }, "Cancel");
     const form = h("form", { class: "conv-form", "aria-label": "Rename conversation" }, [input, h("div", { class: "conv-form-actions" }, [save, cancel])]);
     const restore = () => {
-      const fresh = this.renderRow(conversation);
+      const fresh = this.renderRow(this.latest(conversation));
       row.replaceWith(fresh);
       fresh.querySelector(".conv-open").focus();
     };
@@ -222,8 +236,8 @@ export class Picker {
         input.focus();
         return;
       }
-      if (title !== conversation.title && this.actions.rename(conversationId, title)) {
-        conversation.title = title;
+      if (title !== this.latest(conversation).title && this.actions.rename(conversationId, title)) {
+        this.latest(conversation).title = title;
       }
       restore();
     });
@@ -251,7 +265,7 @@ export class Picker {
     const confirm = h("button", { type: "button", class: "button danger small conv-confirm-delete" }, "Delete");
     const cancel = h("button", { type: "button", class: "button small" }, "Cancel");
     const restore = () => {
-      const fresh = this.renderRow(conversation);
+      const fresh = this.renderRow(this.latest(conversation));
       row.replaceWith(fresh);
       fresh.querySelector(".conv-open").focus();
     };

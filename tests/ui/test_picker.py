@@ -77,6 +77,54 @@ async def test_switch_rename_and_delete_from_the_picker(ui: UI) -> None:
     await expect(ui.title).to_have_text("Dental plan renewals")
 
 
+# The picker's list arriving again (its refresh on opening, another tab's change): counted as it lands.
+REFRESH = """async (element) => {
+  const picker = element.picker;
+  const lists = (window.__lists = window.__lists || { count: 0 });
+  if (!picker.__counted) {
+    const set = picker.setConversations.bind(picker);
+    picker.setConversations = (...args) => { set(...args); lists.count += 1; };
+    picker.__counted = true;
+  }
+  const before = lists.count;
+  element.session.listConversations();
+  const started = performance.now();
+  while (lists.count === before && performance.now() - started < 5000) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  return lists.count - before;
+}"""
+
+
+async def test_a_list_arriving_during_a_rename_or_a_delete_keeps_them(ui: UI) -> None:
+    """A list that lands while a row is renamed or asked to delete keeps the form, its typing and its focus."""
+    await add_conversations(ui.vernis, ["Dental plans", "Overdue invoices"])
+    await ui.open()
+    toggle = ui.panel.get_by_role("button", name="Conversations")
+    await toggle.click()
+    rows = ui.picker.locator(".conv")
+    await expect(rows.locator(".conv-title")).to_have_text(["Overdue invoices", "Dental plans"])
+    assistant = ui.page.locator("vernis-assistant")
+
+    await rows.nth(1).get_by_role("button", name="Rename “Dental plans”").click()
+    title_input = ui.picker.get_by_role("textbox", name="New title")
+    await title_input.fill("Dental pl")
+    assert await assistant.evaluate(REFRESH) == 1
+    await expect(title_input).to_be_focused()
+    await expect(title_input).to_have_value("Dental pl")
+    await title_input.press_sequentially("an renewals")
+    await title_input.press("Enter")
+    await expect(rows.locator(".conv-title")).to_have_text(["Overdue invoices", "Dental plan renewals"])
+
+    await rows.nth(0).get_by_role("button", name="Delete “Overdue invoices”").click()
+    cancel = rows.nth(0).get_by_role("button", name="Cancel")
+    await expect(cancel).to_be_focused()
+    assert await assistant.evaluate(REFRESH) == 1
+    await expect(cancel).to_be_focused()
+    await cancel.press("Enter")
+    await expect(rows.locator(".conv-title")).to_have_text(["Overdue invoices", "Dental plan renewals"])
+
+
 async def test_picker_by_keyboard(ui: UI) -> None:
     """Arrow keys move through the picker, Enter opens, F2 renames, Escape closes it and returns focus."""
     await add_conversations(ui.vernis, ["First", "Second", "Third"])
