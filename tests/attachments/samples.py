@@ -124,3 +124,71 @@ def zlib_bomb(megabytes: int) -> bytes:
     compressor = zlib.compressobj(9)
     chunk = bytes(1 << 20)
     return b"".join(compressor.compress(chunk) for _ in range(megabytes)) + compressor.flush()
+
+
+def pdf_of_objects(objects: list[bytes]) -> bytes:
+    """A PDF of `objects`, numbered from 1 (object 1 is the catalog), with a correct xref table."""
+    out = io.BytesIO()
+    out.write(b"%PDF-1.7\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(out.tell())
+        out.write(b"%d 0 obj\n" % number + body + b"\nendobj\n")
+    xref = out.tell()
+    out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
+    out.write(b"".join(b"%010d 00000 n \n" % offset for offset in offsets))
+    out.write(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
+    return out.getvalue()
+
+
+_HELVETICA = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
+_PAGE_CONTENT = b"<< /Length 37 >>\nstream\nBT /F1 12 Tf 72 720 Td (page) Tj ET\nendstream"
+
+
+def pdf_of_distinct_pages(count: int) -> bytes:
+    """A PDF of `count` pages that each have a page object of their own (`pdf(repeat_pages=...)` lists
+    one page object many times over), all showing "page" in a font and on a media box they inherit
+    from the page tree's root: 100,000 pages in about 10 MB, the most one upload may be by default."""
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"", _HELVETICA, _PAGE_CONTENT]
+    first = len(objects) + 1
+    objects += [b"<< /Type /Page /Parent 2 0 R /Contents 4 0 R >>"] * count
+    kids = b" ".join(b"%d 0 R" % number for number in range(first, first + count))
+    objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d /MediaBox [0 0 612 792] %s >>" % (
+        kids,
+        count,
+        b"/Resources << /Font << /F1 3 0 R >> >>",
+    )
+    return pdf_of_objects(objects)
+
+
+def pdf_with_page_tree_cycle() -> bytes:
+    """A PDF whose page tree loops: the root's second kid is a /Pages node whose /Kids lists a page,
+    then the root again."""
+    return pdf_of_objects(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [3 0 R 5 0 R] /Count 3 /MediaBox [0 0 612 792] "
+            b"/Resources << /Font << /F1 6 0 R >> >> >>",
+            b"<< /Type /Page /Parent 2 0 R /Contents 4 0 R >>",
+            _PAGE_CONTENT,
+            b"<< /Type /Pages /Parent 2 0 R /Kids [3 0 R 2 0 R] /Count 2 >>",
+            _HELVETICA,
+        ]
+    )
+
+
+def pdf_with_nested_page_tree(depth: int) -> bytes:
+    """A one-page PDF whose page lies `depth` /Pages nodes down its page tree. The page shows "page" in
+    a font given on the tree's root only, whose encoding draws "p" as "X": its text is "Xage" only when
+    the font is passed down the tree (the page has no /Parent, so only a walk of the tree does it)."""
+    font = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding << /Differences [112 /X] >> >>"
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>"]
+    for level in range(depth):
+        number = len(objects) + 1
+        inherited = b"/MediaBox [0 0 612 792] /Resources << /Font << /F1 %d 0 R >> >> " % (depth + 4)
+        objects.append(
+            b"<< /Type /Pages /Kids [%d 0 R] /Count 1 %s>>" % (number + 1, inherited if level == 0 else b"")
+        )
+    objects.append(b"<< /Type /Page /Contents %d 0 R >>" % (depth + 3))
+    objects += [_PAGE_CONTENT, font]
+    return pdf_of_objects(objects)

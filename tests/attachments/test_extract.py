@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 import tracemalloc
 
-from tests.attachments.samples import pdf, pdf_with_stream, zlib_bomb
-from vernis.attachments.extract import MAX_PDF_PAGES, pdf_text, plain_text
+import pytest
+
+from tests.attachments.samples import (
+    pdf,
+    pdf_of_distinct_pages,
+    pdf_with_nested_page_tree,
+    pdf_with_page_tree_cycle,
+    pdf_with_stream,
+    zlib_bomb,
+)
+from vernis.attachments import extract
+from vernis.attachments.extract import MAX_PDF_PAGES, Extracted, pdf_text, plain_text
 
 # The time limit of the tests that are not about it: a busy machine (the suite's other tests, a
 # thread still reading an earlier test's 100,000-page PDF past its own limit) must not cut them.
@@ -89,3 +101,68 @@ async def test_a_zip_bomb_in_a_pdf_is_read_in_bounded_time_and_memory() -> None:
     assert elapsed < 5
     assert peak < 100 * 1024 * 1024
     assert len(extracted.text) <= 10_000
+
+
+async def test_a_100000_page_pdf_holds_its_thread_only_briefly_past_its_time_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under a 0.05 s limit, reading a 100,000-page PDF returns and its worker thread has ended within 3 s: the work is bounded by the pages read, not by the pages there are."""
+    data = pdf_of_distinct_pages(100_000)  # made before the clock starts
+    ended = threading.Event()
+    ended_at: list[float] = []
+    read = extract._pdf_text
+
+    def reading(data: bytes, max_chars: int, deadline: float) -> Extracted:
+        try:
+            return read(data, max_chars, deadline)
+        finally:
+            ended_at.append(time.monotonic())
+            ended.set()
+
+    monkeypatch.setattr(extract, "_pdf_text", reading)
+    started = time.monotonic()
+    extracted = await pdf_text(data, 1_000_000, seconds=0.05)
+    assert extracted.note is not None
+    assert "time limit" in extracted.note or "longer than" in extracted.note
+    # A thread cannot be stopped: wait (in another thread, the loop running on) to learn when it ended.
+    assert await asyncio.to_thread(ended.wait, 120)
+    assert ended_at[0] - started < 0.05 + 3, f"the thread read on {ended_at[0] - started:.1f} s"
+
+
+async def test_a_page_tree_that_loops_gives_a_note_not_a_hang() -> None:
+    """A page tree whose /Kids leads back to an ancestor gives, promptly, no text and a note rather than a hang or an error."""
+    started = time.monotonic()
+    extracted = await pdf_text(pdf_with_page_tree_cycle(), 10_000, seconds=GENEROUS)
+    assert time.monotonic() - started < 10
+    assert extracted.text == ""
+    assert extracted.note is not None
+    assert "could not be read" in extracted.note
+
+
+async def test_a_page_inherits_its_font_from_the_page_tree_above_it() -> None:
+    """A page three /Pages nodes down is read with the font the tree's root gives it (the font draws "p" as "X")."""
+    extracted = await pdf_text(pdf_with_nested_page_tree(3), 10_000, seconds=GENEROUS)
+    assert (extracted.text, extracted.pages, extracted.total_pages, extracted.note) == ("Xage", 1, 1, None)
+
+
+async def test_a_page_tree_too_deep_gives_a_note_not_an_error() -> None:
+    """A page 10,000 /Pages nodes down gives no text and a note, not a recursion error or a long walk."""
+    extracted = await pdf_text(pdf_with_nested_page_tree(10_000), 10_000, seconds=GENEROUS)
+    assert extracted.text == ""
+    assert extracted.note is not None
+    assert "could not be read" in extracted.note
+
+
+async def test_a_wrong_page_count_is_not_believed() -> None:
+    """A page tree whose /Count is wrong is counted from its pages when all were read, and not counted at all when they were not."""
+    two_pages = pdf(["first", "second"])
+    assert b"/Count 2 >>" in two_pages
+    extracted = await pdf_text(two_pages.replace(b"/Count 2 >>", b"/Count 9 >>"), 10_000, seconds=GENEROUS)
+    assert (extracted.pages, extracted.total_pages, extracted.note) == (2, 2, None)
+
+    many_pages = pdf(["page text"], repeat_pages=100_000)
+    assert b"/Count 100000 >>" in many_pages  # replaced by a count of the same length: the xref stays right
+    bad_count = many_pages.replace(b"/Count 100000 >>", b"/Count -99999 >>")
+    extracted = await pdf_text(bad_count, 1_000_000, seconds=120)
+    assert (extracted.pages, extracted.total_pages) == (MAX_PDF_PAGES, None)
+    assert extracted.note == f"only the first {MAX_PDF_PAGES} pages were read"
