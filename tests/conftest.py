@@ -1,5 +1,10 @@
+import asyncio
 import faulthandler
+import gc
 import os
+import sys
+import threading
+import time
 from collections.abc import Generator
 from pathlib import Path
 from typing import IO
@@ -45,11 +50,42 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object
     )
     if file is None or timeout <= 0:  # 0: no timeout (pytest-timeout's convention)
         return (yield)
+    # The fault handler writes at most 100 threads, the newest first: the main thread, the oldest,
+    # may be left out, and in an async test it only waits in `select`. So first, from Python, the
+    # main thread and every unfinished asyncio task down its chain of awaits: where the test waits.
+    python_dump = threading.Timer(max(timeout - 12, 1), _write_python_stacks, (file, item.nodeid))
+    python_dump.daemon = True
+    python_dump.start()
     faulthandler.dump_traceback_later(max(timeout - 10, 1), file=file)
     try:
         return (yield)
     finally:
         faulthandler.cancel_dump_traceback_later()
+        python_dump.cancel()
+
+
+def _write_python_stacks(file: IO[str], nodeid: str) -> None:
+    """The main thread's stack, then each unfinished asyncio task's chain of awaits, to `file`."""
+    lines = [f"== {nodeid} still running at {time.strftime('%H:%M:%S')}: the main thread, then its tasks"]
+    main = sys._current_frames().get(threading.main_thread().ident or 0)
+    frame = main
+    while frame is not None:
+        lines.append(f"  {frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}")
+        frame = frame.f_back
+    for task in [task for task in gc.get_objects() if isinstance(task, asyncio.Task)]:
+        if task.done():
+            continue
+        lines.append(f"task {task.get_name()!r}:")
+        awaited: object = task.get_coro()
+        while awaited is not None:
+            frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+            if frame is not None:
+                lines.append(f"  {frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}")
+            else:
+                lines.append(f"  {awaited!r}")
+            awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+    file.write("\n".join(lines) + "\n")
+    file.flush()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from vernis.guards import _worker
 from vernis.guards._worker import ScanWorkers
 
 
@@ -34,3 +35,17 @@ async def test_a_stuck_scan_is_replaced_and_threads_never_hold_the_process() -> 
         assert all(thread.daemon for thread in threading.enumerate() if thread.name == "vernis-guard")
     finally:
         release.set()
+
+
+async def test_idle_threads_end_and_the_next_scan_starts_them_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker thread idle for IDLE_SECONDS ends (an app's threads do not outlive it), and a later scan still runs."""
+    monkeypatch.setattr(_worker, "IDLE_SECONDS", 0.05)
+    workers = ScanWorkers(2)
+    assert await workers.submit(lambda: "first") == "first"
+    started = list(workers._threads)
+    assert len(started) == 2
+    for thread in started:
+        await asyncio.to_thread(thread.join, 10)
+    assert not any(thread.is_alive() for thread in started)
+    assert workers._threads == []
+    assert await asyncio.wait_for(workers.submit(lambda: "again"), 10) == "again"

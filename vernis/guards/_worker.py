@@ -3,6 +3,9 @@
 Not a `ThreadPoolExecutor`: its threads are joined when the interpreter exits, so a scan stuck in
 a pathological input (the very case the deadline is for) would keep a stopping server alive, and
 even idle ones delayed `vernis serve`'s exit after SIGTERM. Daemon threads never hold the process.
+
+A thread idle for `IDLE_SECONDS` ends (the next scan starts one again): an app that stopped, or many
+apps in one process (tests), leave no threads behind for long, but those still in a stuck scan.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ __all__ = ["ScanWorkers"]
 _T = TypeVar("_T")
 _Job = tuple[Callable[[], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
 
+IDLE_SECONDS = 30.0
+
 
 class ScanWorkers:
     def __init__(self, size: int, most: int | None = None) -> None:
@@ -32,8 +37,9 @@ class ScanWorkers:
         """Run `work` in a worker thread; the future (of the running loop) gets its result."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[_T] = loop.create_future()
-        self._start()
+        # Queued before the threads are counted: a thread ending idle meanwhile sees the job (`_run`).
         self._jobs.put((work, loop, future))
+        self._start()
         return future
 
     def replace_stuck(self) -> None:
@@ -53,7 +59,14 @@ class ScanWorkers:
 
     def _run(self) -> None:
         while True:
-            work, loop, future = self._jobs.get()
+            try:
+                work, loop, future = self._jobs.get(timeout=IDLE_SECONDS)
+            except queue.Empty:
+                with self._lock:
+                    if not self._jobs.empty():
+                        continue  # a job came as this thread was leaving: stay for it
+                    self._threads.remove(threading.current_thread())
+                return
             result: Any = None
             error: BaseException | None = None
             try:
