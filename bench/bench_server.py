@@ -52,7 +52,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -885,7 +885,8 @@ def apply_smoke(args: argparse.Namespace) -> None:
     args.answer_tokens = 20
 
 
-if __name__ == "__main__":
+def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The options, and the sizes that have none (all of them tiny with `--smoke`)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -928,19 +929,26 @@ if __name__ == "__main__":
     parser.add_argument(
         "--smoke", action="store_true", help="every measurement at tiny sizes: that it runs and prints"
     )
-    arguments = parser.parse_args()
-    # Sizes without an option of their own (`apply_smoke` makes them tiny): the fixed cost's clients
-    # and answers each, the first-token answers, how long the idle sockets settle before the reading.
-    arguments.fixed_clients, arguments.fixed_answers, arguments.ttft_answers, arguments.settle = (
-        20,
-        10,
-        40,
-        2.0,
-    )
+    arguments = parser.parse_args(argv)
+    # Sizes without an option of their own (`apply_smoke` makes them tiny): the paced answers' tokens,
+    # the fixed cost's clients and answers each, the first-token answers, how long the idle sockets
+    # settle before the reading.
+    (
+        arguments.answer_tokens,
+        arguments.fixed_clients,
+        arguments.fixed_answers,
+        arguments.ttft_answers,
+        arguments.settle,
+    ) = (100, 20, 10, 40, 2.0)
     if arguments.storm_streaming is None:
         arguments.storm_streaming = max(1, arguments.storm // 20)
     if arguments.smoke:
         apply_smoke(arguments)
+    return arguments
+
+
+if __name__ == "__main__":
+    arguments = parse_arguments()
     # The load side is the measuring instrument: no collector pauses of its own in the figures.
     gc.disable()
     uvloop.run(main(arguments))

@@ -9,6 +9,7 @@ they mean nothing).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -87,3 +88,18 @@ def test_bench_instances_smoke_run_prints_every_set_up() -> None:
     for label in INSTANCE_ROWS:
         assert any(line.startswith(f"| {label} |") for line in table), f"no row {label!r} in:\n{done.stdout}"
     assert "Redis mode / memory mode, CPU per delta: " in done.stdout
+
+
+@pytest.mark.parametrize("options", [[], ["--smoke"]], ids=["full", "smoke"])
+def test_every_option_the_server_bench_reads_is_set(options: list[str]) -> None:
+    """Every `args.<name>` bench_server.py reads has a value, in a full run and in a smoke run (a size set only for smoke runs once broke the full one)."""
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import bench_server
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    source = (REPO / "bench" / "bench_server.py").read_text()
+    read = set(re.findall(r"\bargs\.([a-z_]+)", source))
+    assert read, "the bench reads its options as args.<name>"
+    parsed = vars(bench_server.parse_arguments(options))
+    assert read <= parsed.keys(), f"read but never set: {sorted(read - parsed.keys())}"
