@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import jwt
 import pytest
@@ -56,7 +57,7 @@ def vernis_process(*args: str, env: dict[str, str], cwd: Path) -> subprocess.Com
     )
 
 
-def rows(database: Path, sql: str) -> list[tuple[object, ...]]:
+def rows(database: Path, sql: str) -> list[tuple[Any, ...]]:
     with sqlite3.connect(database) as connection:
         return connection.execute(sql).fetchall()
 

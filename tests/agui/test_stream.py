@@ -27,7 +27,12 @@ async def test_events_go_out_from_their_publish_while_the_stream_waits() -> None
     """With the stream waiting and nothing queued, each publish writes its SSE at once (the stream yields nothing for them), the answer's end wakes the stream so the run can finish, and nothing is written twice."""
     stream, translator = Stream(), RunTranslator("thread", "run")
     written: list[bytes] = []
-    stream.write_now = lambda data: written.append(data) is None
+
+    def write_now(data: bytes) -> bool:
+        written.append(data)
+        return True
+
+    stream.write_now = write_now
     yielded: list[str] = []
 
     async def consume() -> None:

@@ -21,7 +21,8 @@ from vernis_crm.demo.seed import SeedResult
 _conversation, _message = table_of(Conversation), table_of(Message)
 
 
-@pytest.fixture(params=[pytest.param("postgres", marks=pytest.mark.postgres)])
+# Overrides the `backend` fixture the star import brings in: on purpose, for pytest.
+@pytest.fixture(params=[pytest.param("postgres", marks=pytest.mark.postgres)])  # type: ignore[no-redef]
 def backend(request: pytest.FixtureRequest) -> str:
     """The race is PostgreSQL's: SQLite's write lock runs one writer at a time."""
     name: str = request.param

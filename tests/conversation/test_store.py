@@ -7,6 +7,7 @@ import base64
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 import pytest
@@ -51,7 +52,7 @@ def demo(seeded: SeedResult) -> Demo:
 
 
 async def _new(store: ConversationStore, who: Who, **options: UUID | None) -> ConversationInfo:
-    return await store.create_conversation(who.id, who.organization_id, **options)  # type: ignore[arg-type]
+    return await store.create_conversation(who.id, who.organization_id, **options)
 
 
 async def _message_row(engine: AsyncEngine, message_id: UUID) -> sa.RowMapping:
@@ -489,7 +490,9 @@ async def test_update_message_changes_only_given_fields(
         "a",
     )
     assert middle["updated_at"] > before["updated_at"]
-    tool_calls = [{"call_id": "c", "tool_name": "t", "arguments": {}, "status": "ok", "result": None}]
+    tool_calls: list[dict[str, Any]] = [
+        {"call_id": "c", "tool_name": "t", "arguments": {}, "status": "ok", "result": None}
+    ]
     await store.update_message(
         message.id, tool_calls=tool_calls, status="complete", completion_tokens=30, model="b"
     )

@@ -216,6 +216,7 @@ async def test_deleting_a_contact_removes_its_details_and_keeps_the_history(
     task = await _insert(engine, Task, **base, title="Call back", plan_id=plan["id"], assignee_id=acme.member)
     async with engine.begin() as connection:
         await connection.execute(sa.delete(table_of(Contact)).where(table_of(Contact).c.id == contact))
+    model: type[SQLModel]
     for model in (ContactNote, ContactEmail, ContactPhone, ContactTag, Plan):
         assert await _count(engine, model) == 0, model.__name__
     async with engine.connect() as connection:
@@ -390,7 +391,7 @@ TOOL_QUERIES = {
 async def test_tool_queries_use_their_index(engine: AsyncEngine, backend: str, index: str) -> None:
     """Each query a tool makes (scoped by organization, or by a contact or member of it) can run on its index."""
     query = TOOL_QUERIES[index]
-    parameters = {
+    parameters: dict[str, tuple[object, sa.types.TypeEngine[Any]]] = {
         "org": (uuid.uuid4(), sa.Uuid()),
         "id": (uuid.uuid4(), sa.Uuid()),
         "v": ("x", sa.String()),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ LONG = " ".join(f"word{i}" for i in range(150))
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js")
 
 
-def page_answered(body: dict[str, Any]) -> bool:
+def page_answered(body: Mapping[str, Any]) -> bool:
     """The request after the page's tool answered with its rows."""
     last = body["messages"][-1]
     return last["role"] == "tool" and "Grace" in str(last["content"])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -310,7 +310,7 @@ async def test_a_new_message_supersedes_a_pending_approval(vernis: Vernis) -> No
         assert card["status"] == "expired"
 
 
-def after_decision(word: str) -> Callable[[dict[str, Any]], bool]:
+def after_decision(word: str) -> Callable[[Mapping[str, Any]], bool]:
     """The request of the answer that reads an approval's outcome (`word`: approved / rejected)."""
     return lambda body: (
         f"The user {word} the mark_notification_read change" in str(body["messages"][0]["content"])

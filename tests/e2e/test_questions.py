@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ VALID = {
 }
 
 
-def answered(body: dict[str, Any]) -> bool:
+def answered(body: Mapping[str, Any]) -> bool:
     """The request of the answer that follows the user's form."""
     system = str(body["messages"][0]["content"])
     return "you asked with ask_user" in system or "form of your ask_user call" in system

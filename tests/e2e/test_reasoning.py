@@ -5,6 +5,7 @@ in the history, and never sent back to the model."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from tests.e2e.test_llm_faults import replay
@@ -12,7 +13,7 @@ from tests.fixtures.server import VernisFactory, text_of, types_of
 from vernis.model.scripted import SCRIPTED_CHAT_MODEL, Fault, Quirk, Reply
 
 
-def is_chat(body: dict[str, Any]) -> bool:
+def is_chat(body: Mapping[str, Any]) -> bool:
     return body.get("model") == SCRIPTED_CHAT_MODEL
 
 

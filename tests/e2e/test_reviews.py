@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -55,7 +56,7 @@ def sms(contact_id: str, body: str) -> Reply:
     return Reply(tool_calls=[ScriptedToolCall("send_sms", {"contact_id": contact_id, "body": body})])
 
 
-def continuing(body: dict[str, Any]) -> bool:
+def continuing(body: Mapping[str, Any]) -> bool:
     """The request of the answer that follows a review's outcome."""
     return "A reviewer has decided" in str(body["messages"][0]["content"])
 
@@ -114,8 +115,8 @@ async def test_approved_review_runs_the_write_once_as_the_requester_and_the_conv
         (after,) = await admin.expect("review_list")
         assert after["reviews"] == []
         await admin.send("review_tool", review_id=requested["review_id"], approved=True)
-        (again,) = await admin.expect("error")
-        assert again["code"] == "not_found"
+        (refused,) = await admin.expect("error")
+        assert refused["code"] == "not_found"
 
     assert await sent(vernis, body) == 1
     rows = await sql(vernis, "SELECT sender_id FROM sms_message WHERE body = :body", body=body)

@@ -100,7 +100,7 @@ async def _two_hubs_and_a_spy(
         yield one, two, spy, listener
     finally:
         await _stopped(tasks, one, two)
-        await listener.aclose()
+        await listener.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves PubSub.aclose unannotated
         for client in (*clients, spy):
             await client.aclose()
 
@@ -523,7 +523,7 @@ async def test_redis_hands_the_publishers_own_subscribers_its_events_without_a_m
         assert [(e.seq, e.frame) for e in own.events] == [(e.seq, e.frame) for e in remote.events]
         assert own.events[0].event == published[0]
         assert own.events[-1].event == published[-1]
-        channels = []
+        channels: list[tuple[str, str]] = []
         async with asyncio.timeout(5):
             while len(channels) < 3:  # the two subscription replies, then the one message
                 received = await listener.get_message(timeout=5)
@@ -598,7 +598,7 @@ async def _shown_then_paused(
     """`sink` shows `conversation` on `hub`; then Redis holds every write (`CLIENT PAUSE WRITE`)."""
     hub.subscribe(conversation, sink)
     await hub.last_seq(conversation)
-    await admin.execute_command("CLIENT", "PAUSE", "20000", "WRITE")
+    await admin.client_pause(20000, all=False)  # CLIENT PAUSE 20000 WRITE
 
 
 async def test_redis_writes_a_batch_while_the_one_before_waits_for_its_reply(own_redis: OwnRedis) -> None:
@@ -611,7 +611,7 @@ async def test_redis_writes_a_batch_while_the_one_before_waits_for_its_reply(own
         hub.publish(conversation, events.TextDelta("two "))
         await _in_flight(hub, 2)
         assert sink.events == []
-        await admin.execute_command("CLIENT", "UNPAUSE")
+        await admin.client_unpause()
         await eventually(lambda: len(sink.events) == 2)
         assert _contents(sink) == ["one ", "two "]
         assert sink.events[1].seq == sink.events[0].seq + 1

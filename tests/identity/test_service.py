@@ -31,7 +31,7 @@ def identity(engine: AsyncEngine, transactions: Transactions) -> IdentityService
     return IdentityService(TokenVerifier(secret=SECRET), engine, ROLES, transactions)
 
 
-async def rows(engine: AsyncEngine) -> tuple[list[sa.Row[tuple[str, ...]]], list[sa.Row[tuple[str, ...]]]]:
+async def rows(engine: AsyncEngine) -> tuple[list[sa.Row[str, str, str]], list[sa.Row[str, str, str, str]]]:
     async with engine.connect() as connection:
         organizations = (
             await connection.execute(

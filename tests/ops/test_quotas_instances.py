@@ -44,6 +44,8 @@ async def test_an_organization_quota_holds_across_instances(
     try:
         keys = [key async for key in client.scan_iter(match=f"{redis_prefix}quota:org:*")]
         assert len(keys) == 1
-        assert int(await client.get(keys[0])) == 120
+        count = await client.get(keys[0])
+        assert count is not None
+        assert int(count) == 120
     finally:
         await client.aclose()

@@ -81,7 +81,7 @@ async def delivered(vernis: Vernis, count: int = 1) -> list[Any]:
 
         async def done() -> bool:
             rows = await deliveries(engine)
-            return sum(row.status == "delivered" for row in rows) >= count
+            return sum(1 for row in rows if row.status == "delivered") >= count
 
         await until(done)
         return await deliveries(engine)

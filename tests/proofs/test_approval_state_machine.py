@@ -147,7 +147,7 @@ class Run:
     async def outcome(self, name: str, preview: Preview) -> list[dict[str, Any]]:
         """What answers a button on `preview` in tab `name`: the card's end or an error (an approved
         write runs beside the socket, so it may come after a pong), then everything until a pong."""
-        events = []
+        events: list[dict[str, Any]] = []
         while not events or not (
             events[-1]["type"] == "error"
             or (events[-1]["type"] == "tool_call_completed" and events[-1]["call_id"] == preview.call_id)

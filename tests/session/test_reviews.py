@@ -5,6 +5,7 @@ recording outboxes, the scripted model."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -62,7 +63,7 @@ async def requested(app: App, member: Tab, body: str) -> tuple[dict[str, Any], d
     return confirmation, received[-1]
 
 
-def continuing(body: dict[str, Any]) -> bool:
+def continuing(body: Mapping[str, Any]) -> bool:
     """The request of the answer that follows a review's outcome."""
     return "A reviewer has decided" in str(body["messages"][0]["content"])
 

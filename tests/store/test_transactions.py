@@ -7,6 +7,7 @@ import asyncio
 import sqlite3
 import threading
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from vernis.store.models import UTCDateTime
 from vernis.store.transactions import CHECKPOINT_EVERY, EngineTransactions, SqliteTransactions
 
 
-def _insert(value: int) -> object:
+def _insert(value: int) -> Callable[[Connection], int]:
     def body(connection: Connection) -> int:
         connection.execute(sa.text("INSERT INTO item (value) VALUES (:value)"), {"value": value})
         return threading.get_ident()
@@ -64,7 +65,7 @@ async def test_a_free_lock_runs_the_transaction_on_the_loops_thread(database: Pa
     """With nobody else writing, the body runs on the event loop's own thread (no thread hop) and is committed."""
     transactions = SqliteTransactions(f"sqlite:///{database}")
     try:
-        ran_on = await transactions.run(_insert(1))  # type: ignore[arg-type]
+        ran_on = await transactions.run(_insert(1))
     finally:
         await transactions.aclose()
     assert ran_on == threading.get_ident()
@@ -79,7 +80,7 @@ async def test_a_taken_lock_sends_the_transaction_to_the_writer_thread_which_wai
     holder = _holding_the_lock(database)
     transactions = SqliteTransactions(f"sqlite:///{database}")
     try:
-        pending = asyncio.ensure_future(transactions.run(_insert(2)))  # type: ignore[arg-type]
+        pending = asyncio.ensure_future(transactions.run(_insert(2)))
         ticks = 0
         while not pending.done() and ticks < 20:
             await asyncio.sleep(0.01)  # the loop keeps running meanwhile
@@ -87,7 +88,7 @@ async def test_a_taken_lock_sends_the_transaction_to_the_writer_thread_which_wai
         assert not pending.done()
         holder.execute("COMMIT")
         ran_on = await asyncio.wait_for(pending, 5)
-        ran_next_on = await transactions.run(_insert(3))  # type: ignore[arg-type]
+        ran_next_on = await transactions.run(_insert(3))
     finally:
         holder.close()
         await transactions.aclose()
@@ -108,7 +109,7 @@ async def test_a_failing_body_rolls_back_and_the_next_transaction_runs_inline(da
     try:
         with pytest.raises(sa.exc.IntegrityError):
             await transactions.run(half_then_fail)
-        await transactions.run(_insert(6))  # type: ignore[arg-type]
+        await transactions.run(_insert(6))
     finally:
         await transactions.aclose()
     assert _values(database) == [6]
@@ -151,10 +152,10 @@ async def test_the_log_is_checkpointed_off_the_loop(database: Path) -> None:
     transactions = SqliteTransactions(f"sqlite:///{database}")
     try:
         for n in range(CHECKPOINT_EVERY - 1):
-            await transactions.run(_insert(n))  # type: ignore[arg-type]
+            await transactions.run(_insert(n))
         assert _size(database) == initial
         assert _size(Path(f"{database}-wal")) > 0
-        await transactions.run(_insert(CHECKPOINT_EVERY))  # type: ignore[arg-type]
+        await transactions.run(_insert(CHECKPOINT_EVERY))
         for _ in range(200):
             if _size(database) > initial:
                 break
@@ -203,7 +204,7 @@ async def test_writes_while_the_lock_is_taken_wait_together_without_blocking_the
         await asyncio.sleep(0.05)  # the first is waiting on the thread
         # Before the fix, the second waited for the pool on the loop's thread until its timeout.
         second = asyncio.ensure_future(transactions.execute(insert, [{"value": 2}]))
-        third = asyncio.ensure_future(transactions.run(_insert(3)))  # type: ignore[arg-type]
+        third = asyncio.ensure_future(transactions.run(_insert(3)))
         await asyncio.sleep(0.05)
         assert not (first.done())
         assert not (second.done())

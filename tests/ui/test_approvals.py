@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from playwright.async_api import expect
@@ -11,7 +12,7 @@ from tests.ui.conftest import UI, eventually
 from vernis.model.scripted import Reply, ScriptedToolCall
 
 
-def after_tool(body: dict[str, Any]) -> bool:
+def after_tool(body: Mapping[str, Any]) -> bool:
     return bool(body["messages"]) and body["messages"][-1]["role"] == "tool"
 
 

@@ -3,7 +3,7 @@ a refusal, keyboard removal, the sent message and its files after a reload."""
 
 from __future__ import annotations
 
-from playwright.async_api import expect
+from playwright.async_api import FilePayload, expect
 
 from tests.attachments.samples import SVG, pdf, png
 from tests.ui.conftest import UI, Embed, OpenUI
@@ -34,11 +34,11 @@ async def test_drop_an_image_attach_a_pdf_send_them_and_see_them_after_a_reload(
         await ui.panel.get_by_role("button", name="Attach files").click()
     await (await chooser.value).set_files(
         files=[
-            {
-                "name": "invoice.pdf",
-                "mimeType": "application/pdf",
-                "buffer": pdf(["Invoice 1042 total 300 EUR"]),
-            }
+            FilePayload(
+                name="invoice.pdf",
+                mimeType="application/pdf",
+                buffer=pdf(["Invoice 1042 total 300 EUR"]),
+            )
         ]
     )
     await expect(tray.locator(".attachment[data-state=done]")).to_have_count(2)

@@ -4,6 +4,7 @@ contact's details as an entity card, the dashboard's figures and links; drawn th
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from playwright.async_api import expect
@@ -12,7 +13,7 @@ from tests.ui.conftest import UI, Embed, OpenUI
 from vernis.model.scripted import Reply, ScriptedToolCall
 
 
-def after_tool(body: dict[str, Any]) -> bool:
+def after_tool(body: Mapping[str, Any]) -> bool:
     return bool(body["messages"]) and body["messages"][-1]["role"] == "tool"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from vernis_crm.demo.scripted import demo_scenarios
 DOC = Path(__file__).resolve().parents[2] / "docs" / "host-tools.md"
 
 
-def after_tool(body: dict[str, Any]) -> bool:
+def after_tool(body: Mapping[str, Any]) -> bool:
     return bool(body["messages"]) and body["messages"][-1]["role"] == "tool"
 
 

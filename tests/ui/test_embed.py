@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
@@ -34,7 +34,7 @@ def claims(token: str) -> dict[str, Any]:
     return decoded
 
 
-def after_tool(body: dict[str, Any]) -> bool:
+def after_tool(body: Mapping[str, Any]) -> bool:
     return bool(body["messages"]) and body["messages"][-1]["role"] == "tool"
 
 

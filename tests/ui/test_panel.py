@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from playwright.async_api import expect
 
 from tests.fixtures.server import Vernis
@@ -23,7 +25,7 @@ QUICK_ACTIONS = [
 ANSWER = " ".join(f"word{n}" for n in range(40))
 
 
-def after_tool(body: dict[str, object]) -> bool:
+def after_tool(body: Mapping[str, object]) -> bool:
     messages = body.get("messages")
     return isinstance(messages, list) and messages[-1].get("role") == "tool"
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 from playwright.async_api import expect
+from sqlmodel import col
 
 from tests.data import database, store_of
 from tests.fixtures.server import Vernis
@@ -198,7 +199,7 @@ async def test_the_picker_groups_by_day_and_searches_titles(ui: UI) -> None:
         for conversation_id, when in changed.items():
             await connection.execute(
                 sa.update(Conversation)
-                .where(Conversation.id == uuid.UUID(conversation_id))
+                .where(col(Conversation.id) == uuid.UUID(conversation_id))
                 .values(updated_at=when)
             )
     await ui.open()

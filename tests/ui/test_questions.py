@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -30,7 +31,7 @@ FORM: dict[str, Any] = {
 }
 
 
-def answered(body: dict[str, Any]) -> bool:
+def answered(body: Mapping[str, Any]) -> bool:
     """The request of the answer that follows the user's form."""
     return "you asked with ask_user" in str(body["messages"][0]["content"])
 

@@ -4,6 +4,7 @@ Reviews view lists the request and answers it, and the member's conversation goe
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from playwright.async_api import WebSocket, expect
@@ -13,7 +14,7 @@ from tests.fixtures.server import Vernis
 from tests.ui.conftest import UI, OpenUI, UIFactory, eventually
 
 
-def after_tool(body: dict[str, Any]) -> bool:
+def after_tool(body: Mapping[str, Any]) -> bool:
     return bool(body["messages"]) and body["messages"][-1]["role"] == "tool"
 
 

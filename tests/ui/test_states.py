@@ -4,7 +4,7 @@ plainly with a Retry, a long paste is counted before it is cut, a rate limit cou
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from playwright.async_api import WebSocket, expect
@@ -142,7 +142,7 @@ async def test_a_rate_limited_message_counts_down(ui_factory: UIFactory, open_ui
         await expect(send).to_be_enabled()
 
 
-def chat_about(text: str) -> Callable[[dict[str, Any]], bool]:
+def chat_about(text: str) -> Callable[[Mapping[str, Any]], bool]:
     """A chat request (with tools; not the title's) whose last user message mentions `text`."""
     return lambda body: bool(body.get("tools")) and text in last_user_text(body)
 

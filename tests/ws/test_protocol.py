@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import orjson
 import pytest
@@ -68,7 +69,7 @@ def test_content_over_8000_chars_is_message_too_long() -> None:
 def test_every_command_type_parses() -> None:
     """Each of the ten client commands of SPEC §3 parses from its minimal frame."""
     some_id = str(uuid.uuid4())
-    frames = [
+    frames: list[dict[str, Any]] = [
         {"type": "user_message", "content": "hi"},
         {"type": "new_conversation"},
         {"type": "list_conversations", "before": "cursor"},

@@ -108,7 +108,7 @@ def test_yes_after_a_preview_repeats_the_call_confirmed_once() -> None:
     )
     assert reply is not None
     assert reply.tool_calls[0].arguments == {"notification_id": "n1", "confirmed": True}
-    done = [
+    done: list[dict[str, Any]] = [
         {
             "role": "assistant",
             "content": None,

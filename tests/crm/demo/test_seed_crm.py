@@ -52,7 +52,7 @@ CRM_TABLES = [
 ]  # fmt: skip
 
 # (model, Acme range, Globex range)
-VOLUMES = [
+VOLUMES: list[tuple[type[SQLModel], tuple[int, int], tuple[int, int]]] = [
     (Contact, (280, 320), (35, 45)),
     (Call, (2300, 2700), (200, 300)),
     (SmsMessage, (1800, 2200), (150, 250)),
@@ -69,7 +69,7 @@ VOLUMES = [
 ]
 
 
-async def _count(connection: AsyncConnection, table: sa.Table, *where: Any) -> int:
+async def _count(connection: AsyncConnection, table: sa.FromClause, *where: Any) -> int:
     statement = sa.select(sa.func.count()).select_from(table).where(*where)
     return (await connection.execute(statement)).scalar_one()
 
@@ -203,7 +203,7 @@ async def test_well_known_rows_are_named_by_their_natural_key(
     entities = seeded.entities
     assert entities["acme:contact:Jane Cooper"] == demo_id("contact", "acme:Jane Cooper")
     assert entities["globex:contact:Jane Cooper"] == demo_id("contact", "globex:Jane Cooper")
-    models = {
+    models: dict[str, type[SQLModel]] = {
         "contact": Contact,
         "call": Call,
         "sms": SmsMessage,
@@ -280,7 +280,7 @@ async def test_jane_cooper_exists_in_both_tenants_apart(engine: AsyncEngine, see
 
 async def test_no_row_points_into_another_tenant(engine: AsyncEngine, seeded: SeedResult) -> None:
     """Every reference between demo rows (contacts, lines, agents, members, plans) stays within one organization."""
-    references = [
+    references: list[tuple[type[SQLModel], str, type[SQLModel]]] = [
         (Call, "contact_id", Contact),
         (Call, "phone_number_id", PhoneNumber),
         (Call, "agent_id", VoiceAgent),
@@ -461,7 +461,7 @@ async def test_phone_numbers_are_typed_variously_and_stored_normalized(
 async def test_every_member_has_notifications(engine: AsyncEngine, seeded: SeedResult) -> None:
     """Each Acme member has about 25 notifications of every kind, some unread; Globex's owner has its own; links lead to rows of the same organization."""
     notifications, members = table_of(Notification), table_of(Member)
-    routes = {"contacts": Contact, "calls": Call, "tasks": Task, "plans": Plan}
+    routes: dict[str, type[SQLModel]] = {"contacts": Contact, "calls": Call, "tasks": Task, "plans": Plan}
     async with engine.connect() as connection:
         rows = (
             await connection.execute(

@@ -3,6 +3,8 @@ the infrastructure tools (phone number tools included: the same category)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from tests.crm.tools._infrastructure import ADMIN, GLOBEX, MEMBER, OWNER, VIEWER, confirmed, snapshot
 from tests.crm.tools.conftest import Tools, data, error_code
 
@@ -30,7 +32,7 @@ async def test_roles_are_offered_the_infrastructure_tools_they_may_use(tools: To
     ava = str(tools.entity("acme:voice_agent:Front Desk Ava"))
     recall = str(tools.entity("acme:phone_number:Recall line"))
     quality = str(tools.entity("acme:analyzer:Call quality"))
-    calls = {
+    calls: dict[str, dict[str, Any]] = {
         "create_agent": {"name": "Nina", "voice": "nina"},
         "update_agent": {"agent_id": ava, "active": False},
         "create_analyzer": {"name": "Upsell", "criteria": "Was an upsell offered?"},

@@ -280,7 +280,7 @@ async def test_update_plan_template_previews_then_applies_the_changes(tools: Too
 async def test_update_plan_template_refusals(tools: Tools) -> None:
     """Updating Globex's template is not_found, a change to the current values is no_change, another template's name is conflict."""
     recall = str(tools.entity("acme:plan_template:Recall reminder"))
-    cases = [
+    cases: list[tuple[dict[str, Any], str]] = [
         (
             {"template_id": str(tools.entity("globex:plan_template:Quote follow-up")), "active": False},
             "not_found",
@@ -307,7 +307,7 @@ async def test_workflow_permission_gates(tools: Tools) -> None:
     assert not {"create_plan_template", "update_plan_template"} & member_offered
     assert WRITES.issubset(await tools.offered("admin@acme.test"))
     recall = str(tools.entity("acme:plan_template:Recall reminder"))
-    refused = [
+    refused: list[tuple[str, str, dict[str, Any]]] = [
         (
             "viewer@acme.test",
             "create_plan",
@@ -327,7 +327,7 @@ async def test_workflow_permission_gates(tools: Tools) -> None:
 
 async def test_workflow_arguments_are_validated(tools: Tools) -> None:
     """No steps, an unknown channel, a negative day, a blank name or an unknown argument is invalid_arguments."""
-    cases = [
+    cases: list[tuple[str, dict[str, Any]]] = [
         ("create_plan_template", {"name": "Empty", "steps": []}),
         ("create_plan_template", {"name": "Fax", "steps": [{"day": 0, "channel": "fax", "action": "Send"}]}),
         (

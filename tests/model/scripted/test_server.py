@@ -9,6 +9,7 @@ from typing import Any
 import openai
 import orjson
 import pytest
+from openai.types.chat import ChatCompletion
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
@@ -174,7 +175,9 @@ async def test_rules_match_a_substring_or_a_predicate_and_can_repeat(
     scripted.model.add("tools reply", match=lambda body: bool(body.get("tools")))
 
     async def ask(text: str, **extra: Any) -> str | None:
-        completion = await client.chat.completions.create(model="m", messages=user(text), **extra)
+        completion: ChatCompletion = await client.chat.completions.create(
+            model="m", messages=user(text), **extra
+        )
         return completion.choices[0].message.content
 
     tool = {"type": "function", "function": {"name": "noop", "parameters": {"type": "object"}}}
