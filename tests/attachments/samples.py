@@ -73,20 +73,7 @@ def pdf(pages: list[str], *, javascript: str | None = None, repeat_pages: int = 
         script = add(b"<< /S /JavaScript /JS (" + javascript.encode("latin-1") + b") >>")
         extra = b" /OpenAction %d 0 R /Names << /JavaScript << /Names [(run) %d 0 R] >> >>" % (script, script)
     objects[catalog - 1] = b"<< /Type /Catalog /Pages %d 0 R%s >>" % (tree, extra)
-    out = io.BytesIO()
-    out.write(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(out.tell())
-        out.write(b"%d 0 obj\n" % number + body + b"\nendobj\n")
-    xref = out.tell()
-    out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
-    for offset in offsets:
-        out.write(b"%010d 00000 n \n" % offset)
-    out.write(
-        b"trailer\n<< /Size %d /Root %d 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, catalog, xref)
-    )
-    return out.getvalue()
+    return pdf_of_objects(objects, root=catalog)
 
 
 # An x86-64 Linux executable's first bytes (ELF header), then code-like bytes.
@@ -105,18 +92,7 @@ def pdf_with_stream(stream: bytes) -> bytes:
         b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >>",
         b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream",
     ]
-    out = io.BytesIO()
-    out.write(b"%PDF-1.7\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(out.tell())
-        out.write(b"%d 0 obj\n" % number + body + b"\nendobj\n")
-    xref = out.tell()
-    out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
-    for offset in offsets:
-        out.write(b"%010d 00000 n \n" % offset)
-    out.write(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
-    return out.getvalue()
+    return pdf_of_objects(objects)
 
 
 def zlib_bomb(megabytes: int) -> bytes:
@@ -126,10 +102,10 @@ def zlib_bomb(megabytes: int) -> bytes:
     return b"".join(compressor.compress(chunk) for _ in range(megabytes)) + compressor.flush()
 
 
-def pdf_of_objects(objects: list[bytes]) -> bytes:
-    """A PDF of `objects`, numbered from 1 (object 1 is the catalog), with a correct xref table."""
+def pdf_of_objects(objects: list[bytes], *, root: int = 1) -> bytes:
+    """A PDF of `objects`, numbered from 1 (object `root` is the catalog), with a correct xref table."""
     out = io.BytesIO()
-    out.write(b"%PDF-1.7\n")
+    out.write(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
     offsets = []
     for number, body in enumerate(objects, 1):
         offsets.append(out.tell())
@@ -137,7 +113,9 @@ def pdf_of_objects(objects: list[bytes]) -> bytes:
     xref = out.tell()
     out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
     out.write(b"".join(b"%010d 00000 n \n" % offset for offset in offsets))
-    out.write(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
+    out.write(
+        b"trailer\n<< /Size %d /Root %d 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, root, xref)
+    )
     return out.getvalue()
 
 
