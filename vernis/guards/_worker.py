@@ -37,7 +37,7 @@ class ScanWorkers:
         """Run `work` in a worker thread; the future (of the running loop) gets its result."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[_T] = loop.create_future()
-        # Queued before the threads are counted: a thread ending idle meanwhile sees the job (`_run`).
+        # Queued before the threads are counted: a thread leaving idle meanwhile sees it (`_run`).
         self._jobs.put((work, loop, future))
         self._start()
         return future
@@ -63,10 +63,13 @@ class ScanWorkers:
                 work, loop, future = self._jobs.get(timeout=IDLE_SECONDS)
             except queue.Empty:
                 with self._lock:
-                    if not self._jobs.empty():
-                        continue  # a job came as this thread was leaving: stay for it
+                    # Out of the count first, then a last look: `submit` queues before it counts
+                    # (without the lock), so a job it queued is seen here or counted without us.
                     self._threads.remove(threading.current_thread())
-                return
+                    if self._jobs.empty():
+                        return
+                    self._threads.append(threading.current_thread())  # a job came: stay for it
+                continue
             result: Any = None
             error: BaseException | None = None
             try:
