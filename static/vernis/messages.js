@@ -77,12 +77,14 @@ export class MessageList {
     // An answer's growth (its text streaming; its end; its blocks drawn once in view, content-visibility
     // sizing the others as estimates until then) scrolls the log to its end when it was there:
     // observed after the frame's layout and before its paint, so the scroll costs no layout of its
-    // own, and the new text is painted already in view.
+    // own, and the new text is painted already in view. So does the log's own view getting shorter
+    // (the message box growing as several lines are typed, a line shown under the log).
     this.growth = new ResizeObserver(() => {
       if (this.pinned) {
         this.scrollToBottom();
       }
     });
+    this.growth.observe(log);
     // The host page's renderers of UI block kinds (`el.registerRenderer`): kind -> (data, container).
     this.renderers = new Map();
     // Who answers: the name and avatar at the head of each turn's answer ({name, avatarUrl}).
@@ -156,6 +158,7 @@ export class MessageList {
 
   clear() {
     this.growth.disconnect();
+    this.growth.observe(this.log);
     this.log.replaceChildren();
     this.pendingAnswer = null;
     this.answers.clear();

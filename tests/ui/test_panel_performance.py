@@ -197,3 +197,18 @@ async def test_text_streamed_between_a_scroll_to_the_end_and_its_event_does_not_
     )
     assert distance[1] > 600, distance
     assert distance[0] < 2, distance
+
+
+async def test_the_log_at_its_end_stays_there_when_its_view_gets_shorter(ui: UI) -> None:
+    """The log at the end of an answer, its view made shorter (a message of several lines being typed grows the box under it): the log still shows its end."""
+    ui.vernis.scripted.add(Reply(chunks(long_answer(10))), match="overview")
+    await ui.open()
+    await ui.send("the overview please")
+    await ui.answered()
+    await ui.page.wait_for_function(f"(log) => ({FROM_END})(log) < 2", arg=await ui.log.element_handle())
+    before = await ui.log.evaluate("(log) => log.clientHeight")
+    await ui.input.fill("one\ntwo\nthree\nfour\nfive\nsix")
+    await ui.page.wait_for_function(
+        f"(log) => log.clientHeight < {before} - 40", arg=await ui.log.element_handle()
+    )
+    await ui.page.wait_for_function(f"(log) => ({FROM_END})(log) < 2", arg=await ui.log.element_handle())
