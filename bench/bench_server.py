@@ -376,11 +376,17 @@ async def answers_cpu(target: Target, clients: int, answers: int, first_member: 
     return cpu / (clients * answers)
 
 
-def pct(values: list[int], q: float) -> float:
+def quantile(values: Sequence[float], share: float) -> float:
+    """The `share` quantile of `values` (nearest rank), NaN when there are none."""
     if not values:
         return float("nan")
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))] / 1000
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def pct(values: list[int], share: float) -> float:
+    """The `share` quantile of latencies in µs, in ms."""
+    return quantile(values, share) / 1000
 
 
 @dataclass
@@ -542,14 +548,6 @@ class Storm:
         return own / max(1, self.sockets) * 1000
 
 
-def q(values: list[float], share: float) -> float:
-    """The `share` quantile of `values` (nearest rank), NaN when there are none."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
-
-
 async def reconnect_storm(model: ModelServers, base_env: dict[str, str], args: argparse.Namespace) -> Storm:
     """`args.storm` members on a server of their own, every socket cut at once, every member back
     with `after_seq` within `args.storm_window` s (`bench/bench_storm.py` holds the clients)."""
@@ -628,8 +626,8 @@ async def reconnect_storm(model: ModelServers, base_env: dict[str, str], args: a
         tally_storm(figures, results, data / "vernis.db")
     print(
         f"[storm] back {figures.back:,} of {figures.sockets:,}, exactly what they missed "
-        f"{figures.exact:,}; caught up p50 / p99 / max {q(figures.caught_up_ms, 0.5):.0f} / "
-        f"{q(figures.caught_up_ms, 0.99):.0f} / {max(figures.caught_up_ms, default=float('nan')):.0f} ms",
+        f"{figures.exact:,}; caught up p50 / p99 / max {quantile(figures.caught_up_ms, 0.5):.0f} / "
+        f"{quantile(figures.caught_up_ms, 0.99):.0f} / {max(figures.caught_up_ms, default=float('nan')):.0f} ms",
         flush=True,
     )
     return figures
@@ -776,7 +774,7 @@ def storm_rows(storm: Storm) -> list[str]:
         f"({storm.streaming:,} with an answer running): back / got exactly what they missed | "
         f"{storm.back:,} / {storm.exact:,} | - | |",
         f"| reconnect storm: reconnect to caught up (the missed events received), p50 / p99 / max | "
-        f"{q(caught, 0.5):,.0f} / {q(caught, 0.99):,.0f} / {max(caught, default=float('nan')):,.0f} ms "
+        f"{quantile(caught, 0.5):,.0f} / {quantile(caught, 0.99):,.0f} / {max(caught, default=float('nan')):,.0f} ms "
         f"| - | |",
         f"| reconnect storm: server CPU from the cut to the last one back | {storm.server_cpu:.1f} s in "
         f"{storm.seconds:.1f} s ({storm.server_cpu / max(storm.seconds, 1e-9):.0%} of its core), "
@@ -794,7 +792,7 @@ def storm_details(storm: Storm) -> str:
     for second, ms in storm.by_second:
         seconds.setdefault(second, []).append(ms)
     by_second = "\n".join(
-        f"| {second}-{second + 1} s | {len(times):,} | {q(times, 0.5):,.0f} / {q(times, 0.99):,.0f} / "
+        f"| {second}-{second + 1} s | {len(times):,} | {quantile(times, 0.5):,.0f} / {quantile(times, 0.99):,.0f} / "
         f"{max(times):,.0f} ms |"
         for second, times in sorted(seconds.items())
     )
@@ -807,7 +805,7 @@ def storm_details(storm: Storm) -> str:
         f"{storm.stored_equal:,} of {storm.streaming:,} running answers' text, before the cut and after, "
         f"equal to the stored message; reconnect attempts spread over {storm.spread_s:.2f} s; the cut "
         f"took {storm.cut_ms:.1f} ms; handshake (TCP connect to the upgrade's answer) p50 / p99 "
-        f"{q(storm.open_ms, 0.5):,.0f} / {q(storm.open_ms, 0.99):,.0f} ms; the running answers alone "
+        f"{quantile(storm.open_ms, 0.5):,.0f} / {quantile(storm.open_ms, 0.99):,.0f} ms; the running answers alone "
         f"cost the server {storm.streaming_cpu_rate:.0%} of its core before the cut; errors: {errors}."
     )
 

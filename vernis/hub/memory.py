@@ -161,8 +161,7 @@ class MemoryHub:
         sinks = self._subscribers.get(conversation_id)
         if sinks is None:
             return
-        if sinks.pop(sink, False) is False:
-            return
+        sinks.pop(sink, None)
         if not sinks:
             del self._subscribers[conversation_id]
 

@@ -237,17 +237,20 @@ class IdentityService:
         found = _member_info(rows[0]) if rows else None
         if found is not None and not self._changed(found, claims):
             return found
-        where = sa.and_(_organization.c.external_id == claims.org, _member.c.external_id == claims.sub)
         # The write goes through the app's transactions: on SQLite, its one writer, never a pooled
         # connection of the async engine waiting for the write lock (a burst of first handshakes on
         # a busy server waited past SQLite's busy timeout there, and the handshake failed).
-        return await self._transactions.run(lambda connection: self._write(connection, claims, where))
+        return await self._transactions.run(lambda connection: self._write(connection, claims))
 
     @classmethod
-    def _write(cls, connection: Connection, claims: HostClaims, where: sa.ColumnElement[bool]) -> MemberInfo:
+    def _write(cls, connection: Connection, claims: HostClaims) -> MemberInfo:
         organization_id = cls._organization(connection, claims)
         cls._member(connection, organization_id, claims)
-        row = connection.execute(_select_member(where)).mappings().first()
+        row = (
+            connection.execute(_MEMBER_BY_EXTERNAL_ID, {"org": claims.org, "sub": claims.sub})
+            .mappings()
+            .first()
+        )
         assert row is not None
         return _member_info(row)
 
