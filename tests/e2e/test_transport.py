@@ -228,18 +228,24 @@ async def test_a_reader_that_falls_behind_gets_every_delta_once_in_order(vernis:
     assert seqs == sorted(set(seqs))
 
 
+def _open_protocol(vernis: Vernis) -> VernisProtocol:
+    """The server side of the one socket open to `vernis`."""
+    (protocol,) = [
+        o
+        for o in gc.get_objects()
+        if type(o) is VernisProtocol
+        and o.server is not None
+        and o.server[1] == vernis.port
+        and not o.disconnected
+    ]
+    return protocol
+
+
 async def test_an_open_socket_keeps_none_of_its_handshake_headers(vernis: Vernis) -> None:
     """Once the handshake is done the server's side of a socket holds no headers (3.5 KB and 1.5 KB a socket): uvicorn's request and response are dropped, the request the websockets parser keeps is emptied, the app's scope keeps none; the socket still answers."""
     async with vernis.opened() as client:
         await still_open(client)
-        (protocol,) = [
-            o
-            for o in gc.get_objects()
-            if type(o) is VernisProtocol
-            and o.server is not None
-            and o.server[1] == vernis.port
-            and not o.disconnected
-        ]
+        protocol = _open_protocol(vernis)
         assert protocol.request is None
         assert protocol.response is None
         assert protocol.scope["headers"] == []
@@ -248,3 +254,46 @@ async def test_an_open_socket_keeps_none_of_its_handshake_headers(vernis: Vernis
         assert type(protocol.queue) is Inbox
         assert type(protocol.writable) is Flag
         await still_open(client)
+
+
+class _CountedWrites:
+    """The protocol's real transport, its writes counted (they still go out)."""
+
+    def __init__(self, transport: asyncio.WriteTransport) -> None:
+        self._transport = transport
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+        self._transport.write(data)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._transport, name)
+
+
+async def test_frames_taken_in_one_step_go_out_in_one_write_in_order(vernis: Vernis) -> None:
+    """Text frames handed to the protocol in one step of the event loop leave in one write, at the step's end, in the order given."""
+    async with vernis.opened() as client:
+        await still_open(client)
+        protocol = _open_protocol(vernis)
+        counted = protocol.transport = _CountedWrites(protocol.transport)  # type: ignore[assignment]
+        assert all(protocol.send_text_now(f'{{"n": {n}}}') for n in range(3))
+        assert counted.writes == []  # taken, not yet written
+        received = [orjson.loads(await client.ws.recv()) for _ in range(3)]
+        assert received == [{"n": 0}, {"n": 1}, {"n": 2}]
+        assert len(counted.writes) == 1
+        await still_open(client)
+
+
+async def test_an_asgi_send_goes_out_after_the_frames_taken_before_it(vernis: Vernis) -> None:
+    """A frame through the ASGI send (the writer's path, a close) is written after the frames the protocol took before it: a text frame, then a close frame, arrive in that order."""
+    async with vernis.opened() as client:
+        await still_open(client)
+        protocol = _open_protocol(vernis)
+        assert protocol.send_text_now('{"n": 0}')
+        await protocol.send({"type": "websocket.send", "text": '{"n": 1}'})
+        assert protocol.send_text_now('{"n": 2}')
+        await protocol.send({"type": "websocket.close", "code": 4000, "reason": ""})
+        assert [orjson.loads(await client.ws.recv()) for _ in range(3)] == [{"n": 0}, {"n": 1}, {"n": 2}]
+        assert await closed_with(client) == 4000
+        assert not protocol.send_text_now('{"n": 3}')  # a close was sent: the ASGI path says why

@@ -3,7 +3,8 @@
 A `Connection` reads frames, turns each into a command (`protocol.parse_command`) and calls the
 session's use-case for it; the session answers with internal events, which this module encodes
 (`vernis.ws.encoder`) and sends. Every outgoing frame, whether a direct reply or an event the hub
-delivers from an answer, is written at once when the socket takes it, else goes through one bounded
+delivers from an answer, is handed to the socket at once when it takes it (written at the end of
+the loop's step, with the others of that step: `vernis.ws.transport`), else goes through one bounded
 queue drained by one writer task, so frames leave in order and a publisher never waits on a slow
 socket.
 
@@ -173,9 +174,10 @@ class Connection:
         """Send `frame` without a task switch, when nothing is queued and the socket is writable:
         one wake-up per streamed delta instead of two (the writer's), in the publisher's task.
 
-        Under Vernis's own protocol the frame is written directly (`vernis.ws.transport`). Under
-        another server, the ASGI send of uvicorn's sans-I/O WebSocket waits for one thing only, first
-        of all: the socket being writable again after the peer fell behind. When it is writable the
+        Under Vernis's own protocol the frame is taken by the transport directly, to be written with
+        the others of this step of the loop (`vernis.ws.transport`). Under another server, the ASGI
+        send of uvicorn's sans-I/O WebSocket waits for one thing only, first of all: the socket
+        being writable again after the peer fell behind. When it is writable the
         coroutine runs to its end in one step, here. When it would wait, it is closed at that first
         wait, before it wrote anything, and the frame goes to the writer, which waits as it should.
         (uvicorn is pinned by the lockfile; tests/e2e/test_transport.py covers a slow reader.)

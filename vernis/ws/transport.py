@@ -1,12 +1,14 @@
 """The WebSocket protocol Vernis runs under uvicorn: its keepalive (`vernis.ws.keepalive`), and a
-text frame written at once, without the ASGI send's coroutine, for the frames of a streaming answer.
+text frame written without the ASGI send's coroutine, for the frames of a streaming answer, those of
+one step of the event loop in one write.
 
 A streamed delta is the one frame Vernis sends thousands of times a second. Through ASGI it costs a
 coroutine of starlette's `WebSocket.send`, one of uvicorn's `send`, and the websockets library's frame
 object and serializer, a large share of the server's CPU under many streams. A server-to-client text
 frame without extensions (Vernis turns per-message deflate off) is two to ten bytes of header and the
 UTF-8 text (RFC 6455 §5.2: unmasked from a server), so the protocol offers the app a plain function
-that writes one, as an ASGI extension in the socket's scope (`SEND_TEXT`): the socket layer calls it
+that takes one (`VernisProtocol.send_text_now`), as an ASGI extension in the socket's scope
+(`SEND_TEXT`): the socket layer calls it
 when it is there and falls back to the ASGI send when it is not (another server), or when it returns
 False: the handshake is not done, a close was sent or received, or the peer reads slower than we
 write (the transport asked us to pause), where the ASGI send waits as it should.
@@ -22,6 +24,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from uvicorn._types import ASGISendEvent
 from websockets.http11 import Request
 from websockets.protocol import State
 
@@ -119,6 +122,10 @@ class Flag:
 
 
 class VernisProtocol(KeepaliveProtocol):
+    # The frames `send_text_now` took in this step of the loop, None when there are none (a class
+    # default: an idle socket keeps no list).
+    _corked: list[bytes] | None = None
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # Thousands of sockets stay open and idle: lighter equivalents of uvicorn's receive queue and
@@ -142,7 +149,15 @@ class VernisProtocol(KeepaliveProtocol):
             scope["extensions"][SEND_TEXT] = {"send": self.send_text_now}
 
     def send_text_now(self, text: str) -> bool:
-        """Write a text frame now; False, having written nothing, when it must go through ASGI."""
+        """Take a text frame to be written at the end of this step of the event loop; False, having
+        taken nothing, when it must go through ASGI.
+
+        The frames taken in one step go out in one write (`_uncork`): the deltas of one read from the
+        model, an answer's last delta and its end, what a reconnect replays. A write is a system call,
+        the largest part of a delta's cost once the ASGI send is gone, and an answer streaming in
+        bursts brings several deltas per read (bench/results/2026-11-server.md, 2026-11-28, session
+        19). Order holds: the ASGI send writes what was taken first (`send`), and nothing taken is
+        written after a close frame (it is dropped: the peer reads nothing after that)."""
         if (
             not self.handshake_complete
             or self.close_sent
@@ -153,5 +168,23 @@ class VernisProtocol(KeepaliveProtocol):
             or self.conn.extensions
         ):
             return False
-        self.transport.write(text_frame(text))
+        corked = self._corked
+        if corked is None:
+            self._corked = [text_frame(text)]
+            self.loop.call_soon(self._uncork)
+        else:
+            corked.append(text_frame(text))
         return True
+
+    def _uncork(self) -> None:
+        """Write the frames taken in this step, in one write, unless the socket closed meanwhile."""
+        corked, self._corked = self._corked, None
+        if not corked or self.close_sent or self.conn.state is not State.OPEN or self.transport.is_closing():
+            return
+        self.transport.write(corked[0] if len(corked) == 1 else b"".join(corked))
+
+    async def send(self, message: ASGISendEvent) -> None:
+        """uvicorn's ASGI send, after the frames taken by `send_text_now` (they were first)."""
+        if self._corked is not None:
+            self._uncork()
+        await super().send(message)
