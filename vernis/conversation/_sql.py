@@ -17,7 +17,15 @@ from uuid import UUID
 import sqlalchemy as sa
 
 from vernis.conversation.records import CONTINUATION_PREFIX, ConversationInfo, MessageUpdate, StoredMessage
-from vernis.store.models import Conversation, Message, MessageRole, MessageStatus, UTCDateTime, table_of
+from vernis.store.models import (
+    Conversation,
+    Member,
+    Message,
+    MessageRole,
+    MessageStatus,
+    UTCDateTime,
+    table_of,
+)
 
 __all__ = [
     "CLIENT_MESSAGE",
@@ -26,11 +34,15 @@ __all__ = [
     "GET_CONVERSATION",
     "HAS_CLIENT_MESSAGE",
     "HAS_MESSAGE",
+    "INSERT_CONVERSATION",
     "INSERT_MESSAGE",
     "LISTED_COLUMNS",
+    "MEMBER_IN_ORGANIZATION",
     "MESSAGE_COLUMNS",
     "NO_LIMIT",
+    "OWNED_CONVERSATION",
     "ROLES",
+    "SET_TITLE",
     "STATUSES",
     "UPDATE_ANSWER",
     "NewMessage",
@@ -46,6 +58,7 @@ __all__ = [
 
 _conversation = table_of(Conversation)
 _message = table_of(Message)
+_member = table_of(Member)
 
 # One statement for every answer update (built once: no statement construction per flush). Token
 # counts left NULL in the parameters keep what is stored.
@@ -311,6 +324,19 @@ _OWNED = sa.and_(
 )
 GET_CONVERSATION = sa.select(*CONVERSATION_COLUMNS).where(
     _conversation.c.id == sa.bindparam("conversation_id"), _OWNED
+)
+# A new conversation's checks and row (a rolled-over conversation's too), and a generated title.
+MEMBER_IN_ORGANIZATION = sa.select(_member.c.id).where(
+    _member.c.id == sa.bindparam("member_id"), _member.c.organization_id == sa.bindparam("organization_id")
+)
+OWNED_CONVERSATION = sa.select(_conversation.c.id).where(
+    _conversation.c.id == sa.bindparam("conversation_id"), _OWNED
+)
+INSERT_CONVERSATION = sa.insert(_conversation)
+SET_TITLE = (
+    sa.update(_conversation)
+    .where(_conversation.c.id == sa.bindparam("conversation_id"))
+    .values(title=sa.bindparam("title"))
 )
 # A message of the member's: sent with `client_id` as its client message id (HAS_CLIENT_MESSAGE),
 # or that one or the stored message `message_id` of the conversation `conversation_id` (HAS_MESSAGE).

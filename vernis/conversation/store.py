@@ -202,31 +202,21 @@ class ConversationStore:
             updated_at=now,
         )
 
-        def _tx(connection: Connection) -> Any:
-            in_organization = connection.scalar(
-                sa.select(_member.c.id).where(
-                    _member.c.id == member_id, _member.c.organization_id == organization_id
-                )
-            )
-            if in_organization is None:
+        def _tx(writer: Writer) -> ConversationInfo:
+            owner = {"member_id": member_id, "organization_id": organization_id}
+            if writer.scalar(_sql.MEMBER_IN_ORGANIZATION, owner) is None:
                 raise Forbidden()
             if previous_conversation_id is not None:
-                previous = connection.scalar(
-                    sa.select(_conversation.c.id).where(
-                        _conversation.c.id == previous_conversation_id,
-                        _sql.owned_by(member_id, organization_id),
-                    )
-                )
-                if previous is None:
+                previous = {**owner, "conversation_id": previous_conversation_id}
+                if writer.scalar(_sql.OWNED_CONVERSATION, previous) is None:
                     raise NotFound()
-            taken = connection.scalar(sa.select(_conversation.c.id).where(_conversation.c.id == info.id))
-            if taken is not None:
+            if writer.scalar(_sql.CONVERSATION_EXISTS, {"conversation_id": info.id}) is not None:
                 raise InvalidMessage("That conversation id is already in use.")
             # The row is the record, field for field.
-            connection.execute(sa.insert(_conversation).values(**asdict(info)))
+            writer.execute(_sql.INSERT_CONVERSATION, [asdict(info)])
             return info
 
-        return await self._transactions.run(_tx)
+        return await self._transactions.write(_tx)
 
     async def rename_conversation(
         self, conversation_id: UUID, member_id: UUID, organization_id: UUID, title: str
@@ -257,12 +247,8 @@ class ConversationStore:
         if not title:
             return
 
-        def _tx(connection: Connection) -> Any:
-            connection.execute(
-                sa.update(_conversation).where(_conversation.c.id == conversation_id).values(title=title)
-            )
-
-        await self._transactions.run(_tx)
+        parameters = {"conversation_id": conversation_id, "title": title}
+        await self._transactions.write(lambda writer: writer.execute(_sql.SET_TITLE, [parameters]))
 
     async def delete_conversation(
         self, conversation_id: UUID, member_id: UUID, organization_id: UUID

@@ -9,16 +9,17 @@ checkpoint (`carry_over`), covering none of its own messages.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from uuid import UUID, uuid4
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vernis.store.models import Message, Summary, table_of, utcnow
-from vernis.store.transactions import EngineTransactions, Transactions
+from vernis.store.transactions import EngineTransactions, Transactions, Writer
 
 __all__ = ["SummaryInfo", "SummaryStore"]
 
@@ -26,6 +27,19 @@ _summary = table_of(Summary)
 _message = table_of(Message)
 
 _COLUMNS = (_summary.c.text, _summary.c.through_message_id, _summary.c.covered, _summary.c.created_at)
+# Built once (a compaction and a roll-over run them): constructing a statement costs more than
+# SQLite running it.
+_LATEST = (
+    sa.select(*_COLUMNS)
+    .where(_summary.c.conversation_id == sa.bindparam("conversation_id"))
+    .order_by(_summary.c.created_at.desc(), _summary.c.covered.desc())
+    .limit(1)
+)
+_POSITION = sa.select(_message.c.position).where(
+    _message.c.id == sa.bindparam("through_message_id"),
+    _message.c.conversation_id == sa.bindparam("conversation_id"),
+)
+_INSERT = sa.insert(_summary)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +51,7 @@ class SummaryInfo:
     created_at: datetime
 
 
-def _info(row: sa.RowMapping) -> SummaryInfo:
+def _info(row: Mapping[Any, Any]) -> SummaryInfo:
     return SummaryInfo(row["text"], row["through_message_id"], row["covered"], row["created_at"])
 
 
@@ -51,15 +65,8 @@ class SummaryStore:
 
     async def latest(self, conversation_id: UUID) -> SummaryInfo | None:
         """The checkpoint in use: the conversation's newest."""
-        statement = (
-            sa.select(*_COLUMNS)
-            .where(_summary.c.conversation_id == conversation_id)
-            .order_by(_summary.c.created_at.desc(), _summary.c.covered.desc())
-            .limit(1)
-        )
-        async with self._engine.connect() as connection:
-            row = (await connection.execute(statement)).mappings().first()
-        return None if row is None else _info(row)
+        rows = await self._transactions.read(_LATEST, {"conversation_id": conversation_id})
+        return _info(rows[0]) if rows else None
 
     async def all(self, conversation_id: UUID) -> list[SummaryInfo]:
         """Every checkpoint of the conversation, oldest first (the history marks each)."""
@@ -77,28 +84,16 @@ class SummaryStore:
         """Store a checkpoint covering the conversation up to `through_message_id` (one of its
         messages, or of the conversation it continues)."""
         now = utcnow()
+        through = {"through_message_id": through_message_id, "conversation_id": conversation_id}
+        row: dict[str, Any] = {**through, "id": uuid4(), "text": text, "model": model, "created_at": now}
 
-        def store(connection: Connection) -> int:
-            position = connection.execute(
-                sa.select(_message.c.position).where(
-                    _message.c.id == through_message_id, _message.c.conversation_id == conversation_id
-                )
-            ).scalar()
-            covered = 0 if position is None else position + 1
-            connection.execute(
-                sa.insert(_summary).values(
-                    id=uuid4(),
-                    conversation_id=conversation_id,
-                    through_message_id=through_message_id,
-                    covered=covered,
-                    text=text,
-                    model=model,
-                    created_at=now,
-                )
-            )
+        def store(writer: Writer) -> int:
+            position = writer.scalar(_POSITION, through)
+            covered = row["covered"] = 0 if position is None else position + 1
+            writer.execute(_INSERT, [row])
             return covered
 
-        covered = await self._transactions.run(store)
+        covered = await self._transactions.write(store)
         return SummaryInfo(text, through_message_id, covered, now)
 
     async def carry_over(self, previous_id: UUID, conversation_id: UUID) -> SummaryInfo | None:
