@@ -153,6 +153,31 @@ def test_stable_parts_come_first() -> None:
     assert second.startswith(HEAD)
 
 
+def test_a_system_prompt_is_built_once_and_follows_what_it_is_made_of() -> None:
+    """The same parts give the same string object (built once); other rules, another member or another toolset of the same tools' names give their own text."""
+    admin = member("admin", "Ada Admin", None)
+    first = prompt(admin, "Be kind.")
+    toolset = REGISTRY.for_member(ROLES.permissions("admin"))
+    again = build_system_prompt(
+        PromptParts(
+            persona=CRM_PERSONA.replace("{name}", "Vernis"),
+            member=admin,
+            ai_rules="Be kind.",
+            toolset=toolset,
+        )
+    )
+    assert again == first
+    same_toolset = PromptParts(persona="P", member=admin, ai_rules="", toolset=toolset)
+    assert build_system_prompt(same_toolset) is build_system_prompt(same_toolset)
+    assert "Be brief." in prompt(admin, "Be brief.")
+    assert "Be kind." not in prompt(admin, "Be brief.")
+    assert "Ada Admin" not in prompt(member("admin", "Bo Admin", None), "Be kind.")
+    fewer = REGISTRY.for_member(ROLES.permissions("viewer"))
+    viewer_tools = build_system_prompt(PromptParts(persona="P", member=admin, ai_rules="", toolset=fewer))
+    assert "create_agent" in build_system_prompt(same_toolset)
+    assert "create_agent" not in viewer_tools
+
+
 def test_persona_comes_from_the_configuration() -> None:
     """A product's persona (its name and instructions) opens the prompt; no e-mail, no line."""
     persona = DEFAULT_PERSONA.replace("{name}", "Ada") + "\n\nYou help dental practices run their front desk."

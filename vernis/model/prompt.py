@@ -20,6 +20,8 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from cachetools import LRUCache
+
 from vernis.identity.members import MemberInfo
 from vernis.pages import CurrentPage
 from vernis.tools.runner import Toolset
@@ -82,7 +84,24 @@ def _zone(member: MemberInfo) -> tuple[ZoneInfo, str]:
 
 
 def build_system_prompt(parts: PromptParts) -> str:
-    """The system message: the same for every message of a member's conversation (no date, no page)."""
+    """The system message: the same for every message of a member's conversation (no date, no page).
+
+    Built once per persona, member, rules and toolset, then the same string (every answer asks for
+    it; its hash, kept by the string, keys the token count's cache)."""
+    key = (parts.persona, parts.member, parts.ai_rules, id(parts.toolset))
+    found = _system_prompts.get(key)
+    # The entry holds the toolset it was built for: while it is kept, no other toolset has its id.
+    if found is not None and found[0] is parts.toolset:
+        return found[1]
+    prompt = _system_prompt(parts)
+    _system_prompts[key] = (parts.toolset, prompt)
+    return prompt
+
+
+_system_prompts: LRUCache[tuple[str, MemberInfo, str, int], tuple[Toolset, str]] = LRUCache(maxsize=1024)
+
+
+def _system_prompt(parts: PromptParts) -> str:
     member = parts.member
     _, zone_name = _zone(member)
     sections = [

@@ -178,13 +178,52 @@ class _Compiled:
             for row in rows
         ]
 
+    # Where each positional argument comes from, when every one is a value of the row or a fixed
+    # value of the statement (a literal in it): (its key in the row, the fixed value or `_ROW`).
+    # None: through SQLAlchemy's `construct_params` (a computed default, an expanding list).
+    sources: tuple[tuple[str, Any], ...] | None
+
     def arguments(self, row: Mapping[str, Any]) -> list[Any]:
-        values = self.compiled.construct_params(row)
-        assert values is not None
+        sources = self.sources
+        if sources is not None:
+            try:
+                values = [row[key] if fixed is _ROW or key in row else fixed for key, fixed in sources]
+            except KeyError:
+                pass  # a value the statement requires is missing: SQLAlchemy's error says which
+            else:
+                return [
+                    value if process is None else process(value)
+                    for process, value in zip(self.processors, values, strict=True)
+                ]
+        constructed = self.compiled.construct_params(row)
+        assert constructed is not None
         return [
             value if process is None else process(value)
-            for process, value in zip(self.processors, [values[name] for name in self.names], strict=True)
+            for process, value in zip(
+                self.processors, [constructed[name] for name in self.names], strict=True
+            )
         ]
+
+
+# A positional argument that the row must give.
+_ROW: Any = object()
+
+
+def _sources(compiled: sa.engine.Compiled, names: tuple[str, ...]) -> tuple[tuple[str, Any], ...] | None:
+    """`_Compiled.sources`, as `construct_params` would find them (a parameter by its key; else,
+    when not required, the bind's own value)."""
+    binds = {name: bind for bind, name in compiled.bind_names.items()}  # type: ignore[attr-defined]
+    if getattr(compiled, "escaped_bind_names", None):
+        return None
+    sources = []
+    for name in names:
+        bind = binds.get(name)
+        if bind is None or bind.callable is not None or bind.expanding:
+            return None
+        if bind.key != name and not bind.key.startswith("%("):  # an anonymous bind's key: "%(...)s"
+            return None  # a parameter found by either of two keys
+        sources.append((name, _ROW if bind.required else bind.value))
+    return tuple(sources)
 
 
 class _Statements:
@@ -214,6 +253,7 @@ class _Statements:
                     column.type.dialect_impl(self._dialect).result_processor(self._dialect, None)
                     for column in columns
                 ),
+                _sources(compiled, names),
             )
         return found
 
