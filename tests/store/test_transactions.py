@@ -10,11 +10,16 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
+from vernis.conversation._sql import UPDATE_ANSWER
+from vernis.conversation.summaries import _LATEST
+from vernis.store.compiled import Statements
 from vernis.store.engine import create_engine
 from vernis.store.models import UTCDateTime
 from vernis.store.transactions import CHECKPOINT_EVERY, EngineTransactions, SqliteTransactions
@@ -285,3 +290,42 @@ async def test_a_read_through_the_driver_gives_what_sqlalchemy_gives(tmp_path: P
     finally:
         await transactions.aclose()
         await engine.dispose()
+
+
+_DIALECTS: list[sa.Dialect] = [sqlite.dialect(), postgresql.asyncpg.dialect()]  # type: ignore[no-untyped-call]
+
+
+@pytest.mark.parametrize("dialect", _DIALECTS, ids=["sqlite", "postgresql"])
+def test_prebuilt_statements_take_their_arguments_as_sqlalchemy_would(dialect: sa.Dialect) -> None:
+    """A prebuilt statement's positional arguments, taken from the row directly (literals from the statement), are those SQLAlchemy's construct_params gives, through the same bind processors; a missing value raises SQLAlchemy's own error."""
+    statements = Statements(dialect)
+    now = datetime.now(UTC)
+    answer: dict[str, Any] = {
+        "answer_id": uuid.uuid4(),
+        "content": "hi",
+        "tool_calls_json": None,
+        "status": "complete",
+        "reasoning": None,
+        "prompt_tokens": 3,
+        "completion_tokens": None,
+        "model": "m",
+        "updated_at": now,
+    }
+    cases: list[tuple[sa.Executable, dict[str, Any]]] = [
+        (UPDATE_ANSWER, answer),
+        (_LATEST, {"conversation_id": uuid.uuid4()}),
+    ]
+    for statement, row in cases:
+        compiled = statements.compile(statement, ())
+        assert compiled.sources is not None  # the direct path, literals included
+        constructed = compiled.compiled.construct_params(row)
+        assert constructed is not None
+        expected = [
+            value if process is None else process(value)
+            for process, value in zip(
+                compiled.processors, [constructed[n] for n in compiled.names], strict=True
+            )
+        ]
+        assert compiled.arguments(row) == expected
+        with pytest.raises(sa.exc.InvalidRequestError, match=r"conversation_id|answer_id"):
+            compiled.arguments({key: value for key, value in row.items() if not key.endswith("_id")})

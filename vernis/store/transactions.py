@@ -16,7 +16,7 @@ The hottest writes, every answer's (`execute`, `fetch`, `write`), and on SQLite 
 every message, run and handshake (`read`), skip SQLAlchemy's execution machinery, which cost more
 CPU than the database's own work: each statement is compiled once by SQLAlchemy for the dialect and
 handed to the driver with its parameters put through the same bind processors, and a read's rows
-come back through the columns' result processors (`_Statements`).
+come back through the columns' result processors (`vernis.store.compiled`).
 """
 
 from __future__ import annotations
@@ -27,17 +27,16 @@ import logging
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 import asyncpg
 import sqlalchemy as sa
-from cachetools import LRUCache
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import PoolProxiedConnection
 
+from vernis.store.compiled import Compiled, Statements
 from vernis.store.engine import set_sqlite_pragmas
 
 logger = logging.getLogger("vernis.db")
@@ -149,115 +148,6 @@ class EngineTransactions:
 RAW_POOL_SIZE = 4
 
 
-@dataclass(frozen=True, slots=True)
-class _Compiled:
-    """A statement as the driver takes it: its SQL, and how to turn named parameters into its
-    positional arguments (SQLAlchemy's bind processors: ids, times and JSON as the column stores them)."""
-
-    statement: sa.Executable  # held: while it is cached, its id names it alone
-    sql: str
-    compiled: sa.engine.Compiled
-    names: tuple[str, ...]
-    processors: tuple[Callable[[Any], Any] | None, ...]
-    # The keys of the columns returned, and what turns the driver's value of each into its type.
-    keys: tuple[str, ...]
-    results: tuple[Callable[[Any], Any] | None, ...]
-
-    @property
-    def first(self) -> Callable[[Any], Any] | None:
-        return self.results[0] if self.results else None
-
-    def mappings(self, rows: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
-        """The driver's rows as the columns' keys and their values, each of its column's type."""
-        keys, results = self.keys, self.results
-        return [
-            {
-                key: value if process is None or value is None else process(value)
-                for key, process, value in zip(keys, results, row, strict=True)
-            }
-            for row in rows
-        ]
-
-    # Where each positional argument comes from, when every one is a value of the row or a fixed
-    # value of the statement (a literal in it): (its key in the row, the fixed value or `_ROW`).
-    # None: through SQLAlchemy's `construct_params` (a computed default, an expanding list).
-    sources: tuple[tuple[str, Any], ...] | None
-
-    def arguments(self, row: Mapping[str, Any]) -> list[Any]:
-        sources = self.sources
-        if sources is not None:
-            try:
-                values = [row[key] if fixed is _ROW or key in row else fixed for key, fixed in sources]
-            except KeyError:
-                pass  # a value the statement requires is missing: SQLAlchemy's error says which
-            else:
-                return [
-                    value if process is None else process(value)
-                    for process, value in zip(self.processors, values, strict=True)
-                ]
-        constructed = self.compiled.construct_params(row)
-        assert constructed is not None
-        return [
-            value if process is None else process(value)
-            for process, value in zip(
-                self.processors, [constructed[name] for name in self.names], strict=True
-            )
-        ]
-
-
-# A positional argument that the row must give.
-_ROW: Any = object()
-
-
-def _sources(compiled: sa.engine.Compiled, names: tuple[str, ...]) -> tuple[tuple[str, Any], ...] | None:
-    """`_Compiled.sources`, as `construct_params` would find them (a parameter by its key; else,
-    when not required, the bind's own value)."""
-    binds = {name: bind for bind, name in compiled.bind_names.items()}  # type: ignore[attr-defined]
-    if getattr(compiled, "escaped_bind_names", None):
-        return None
-    sources = []
-    for name in names:
-        bind = binds.get(name)
-        if bind is None or bind.callable is not None or bind.expanding:
-            return None
-        if bind.key != name and not bind.key.startswith("%("):  # an anonymous bind's key: "%(...)s"
-            return None  # a parameter found by either of two keys
-        sources.append((name, _ROW if bind.required else bind.value))
-    return tuple(sources)
-
-
-class _Statements:
-    """Statements compiled once for a dialect (the hot ones are built once; any other is compiled
-    again when it comes back)."""
-
-    def __init__(self, dialect: sa.Dialect) -> None:
-        self._dialect = dialect
-        self._compiled: LRUCache[tuple[int, tuple[str, ...]], _Compiled] = LRUCache(maxsize=64)
-
-    def compile(self, statement: sa.Executable, keys: tuple[str, ...]) -> _Compiled:
-        key = (id(statement), keys)
-        found = self._compiled.get(key)
-        if found is None or found.statement is not statement:
-            compiled = statement.compile(dialect=self._dialect, column_keys=list(keys))  # type: ignore[attr-defined]
-            names = tuple(compiled.positiontup or ())
-            processors = compiled._bind_processors
-            columns = compiled._result_columns
-            found = self._compiled[key] = _Compiled(
-                statement,
-                compiled.string,
-                compiled,
-                names,
-                tuple(processors.get(name) for name in names),
-                tuple(column.keyname for column in columns),
-                tuple(
-                    column.type.dialect_impl(self._dialect).result_processor(self._dialect, None)
-                    for column in columns
-                ),
-                _sources(compiled, names),
-            )
-        return found
-
-
 class PostgresTransactions(EngineTransactions):
     """PostgreSQL through asyncpg. `run` goes through the async engine; `execute` and `fetch`, the
     hot writes, go to asyncpg directly, on a small pool of its own, in autocommit: one round trip
@@ -274,7 +164,7 @@ class PostgresTransactions(EngineTransactions):
         self._server_settings = {"statement_timeout": str(int(statement_timeout * 1000))}
         self._pool: asyncpg.Pool | None = None
         self._opening: asyncio.Lock | None = None
-        self._statements = _Statements(engine.dialect)
+        self._statements = Statements(engine.dialect)
 
     async def execute(self, statement: sa.Executable, rows: list[dict[str, Any]]) -> None:
         if not rows:
@@ -291,7 +181,7 @@ class PostgresTransactions(EngineTransactions):
         return [tuple(record) for record in records]
 
     @contextlib.asynccontextmanager
-    async def _connection(self, compiled: _Compiled) -> AsyncIterator[asyncpg.Connection]:
+    async def _connection(self, compiled: Compiled) -> AsyncIterator[asyncpg.Connection]:
         """A pooled connection; asyncpg's errors raised in the block come out as SQLAlchemy's."""
         try:
             pool = self._pool or await self._open()
@@ -329,7 +219,7 @@ class PostgresTransactions(EngineTransactions):
 class _DriverWriter:
     """A `Writer` on a sqlite3 connection, its statements compiled once by SQLAlchemy."""
 
-    def __init__(self, driver: sqlite3.Connection, statements: _Statements) -> None:
+    def __init__(self, driver: sqlite3.Connection, statements: Statements) -> None:
         self._driver = driver
         self._statements = statements
 
@@ -380,7 +270,7 @@ class SqliteTransactions:
         # Short reads on the loop's thread: a connection of their own, never waiting for a lock.
         self._reader = _Kept(_one_connection(url, _reader_pragmas))
         self._async_reads = async_reads
-        self._statements = _Statements(self._inline.dialect)
+        self._statements = Statements(self._inline.dialect)
         self._commits = 0
         self._checkpoint: asyncio.Future[None] | None = None
         self.fallbacks = 0  # transactions that found the lock taken and ran on the thread
