@@ -209,6 +209,9 @@ class ConversationWindow:
     def __iter__(self) -> Iterator[WindowEntry]:
         return iter(self._entries)
 
+    def __reversed__(self) -> Iterator[WindowEntry]:
+        return reversed(self._entries)
+
     def to_messages(self) -> list[dict[str, Any]]:
         """The window as OpenAI chat messages: tool calls become call + result message pairs; cut
         (`within_budget`) when even what is left after the last cut passes the budget."""

@@ -20,6 +20,7 @@ another instance seeds the same counter can be counted twice: the error is on th
 from __future__ import annotations
 
 import calendar
+import functools
 import logging
 import math
 import time
@@ -30,6 +31,7 @@ from typing import Any, Literal, Protocol
 from uuid import UUID
 
 import redis.asyncio as aioredis
+from cachetools import LRUCache
 from redis.exceptions import RedisError
 
 from vernis.config import QuotasSection
@@ -176,14 +178,23 @@ class Window:
 
     @classmethod
     def day(cls, now: datetime) -> Window:
-        start = now.date()
-        return cls(start, datetime(start.year, start.month, start.day, tzinfo=UTC) + timedelta(days=1))
+        return _day(now.date())
 
     @classmethod
     def month(cls, now: datetime) -> Window:
-        start = now.date().replace(day=1)
-        days = calendar.monthrange(start.year, start.month)[1]
-        return cls(start, datetime(start.year, start.month, 1, tzinfo=UTC) + timedelta(days=days))
+        return _month(now.date().replace(day=1))
+
+
+# Every answer counts its tokens in the windows of its day and month: each built once.
+@functools.lru_cache(maxsize=4)
+def _day(start: date) -> Window:
+    return Window(start, datetime(start.year, start.month, start.day, tzinfo=UTC) + timedelta(days=1))
+
+
+@functools.lru_cache(maxsize=4)
+def _month(start: date) -> Window:
+    days = calendar.monthrange(start.year, start.month)[1]
+    return Window(start, datetime(start.year, start.month, 1, tzinfo=UTC) + timedelta(days=days))
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,12 +223,24 @@ class QuotaService:
         self._counter = counter
         self._prefix = prefix
         self._clock = clock
+        # The counters' keys (a member's day, an organization's month), each built once.
+        self._keys: LRUCache[tuple[str, UUID, date], str] = LRUCache(maxsize=4096)
 
     def _member_key(self, member_id: UUID, window: Window) -> str:
-        return f"{self._prefix}quota:member:{member_id}:{window.start.isoformat()}"
+        key = self._keys.get(("member", member_id, window.start))
+        if key is None:
+            key = self._keys["member", member_id, window.start] = (
+                f"{self._prefix}quota:member:{member_id}:{window.start.isoformat()}"
+            )
+        return key
 
     def _org_key(self, organization_id: UUID, window: Window) -> str:
-        return f"{self._prefix}quota:org:{organization_id}:{window.start:%Y-%m}"
+        key = self._keys.get(("org", organization_id, window.start))
+        if key is None:
+            key = self._keys["org", organization_id, window.start] = (
+                f"{self._prefix}quota:org:{organization_id}:{window.start:%Y-%m}"
+            )
+        return key
 
     async def check(self, member: MemberInfo) -> None:
         """Raise `QuotaExceeded` when one of the member's quotas is used up (the organization's

@@ -503,7 +503,7 @@ _PAGE_NOTICE = (
 
 def _last_user_text(window: ConversationWindow) -> str:
     """The text of the message the answer replies to: the window's last user message."""
-    return next((entry.content for entry in reversed(list(window)) if entry.role == MessageRole.USER), "")
+    return next((entry.content for entry in reversed(window) if entry.role == MessageRole.USER), "")
 
 
 def _untrusted_sources(window: ConversationWindow) -> list[str]:
