@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
@@ -106,6 +107,8 @@ class Metrics:
             "vernis_frames", "WebSocket frames, by direction (in, out).", ["direction"], registry=registry
         )
         self.frames_in = self.frames.labels("in")
+        # Labelled series looked up once each (`labels()` takes a lock and builds its key every call).
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self.frames_out = self.frames.labels("out")
         # Traces (SPEC §22): counted from the exporter's thread (prometheus-client is thread-safe).
         self.trace_spans_dropped = Counter(
@@ -127,18 +130,27 @@ class Metrics:
         cached_tokens: int = 0,
     ) -> None:
         """Everything one answer adds, recorded at its end."""
-        self.answers.labels(outcome).inc()
-        self.duration.labels("chat", model).observe(duration)
+        child = self._child
+        child(self.answers, outcome).inc()
+        child(self.duration, "chat", model).observe(duration)
         if time_to_first_chunk is not None:
-            self.time_to_first_chunk.labels("chat", model).observe(time_to_first_chunk)
+            child(self.time_to_first_chunk, "chat", model).observe(time_to_first_chunk)
         if input_tokens or output_tokens:
-            self.token_usage.labels("chat", model, "input").observe(input_tokens)
-            self.token_usage.labels("chat", model, "output").observe(output_tokens)
+            child(self.token_usage, "chat", model, "input").observe(input_tokens)
+            child(self.token_usage, "chat", model, "output").observe(output_tokens)
         if cached_tokens:
             # Of the input tokens, those the provider read from its prompt cache (SPEC §19).
-            self.token_usage.labels("chat", model, "cache_read").observe(cached_tokens)
+            child(self.token_usage, "chat", model, "cache_read").observe(cached_tokens)
         for tool, tool_outcome in tool_outcomes:
             self.tool_calls.labels(self.tool_label(tool), tool_outcome).inc()
+
+    def _child(self, metric: Counter | Histogram, *labels: str) -> Any:
+        """`metric.labels(*labels)`, made once (the series appears when first used, as before)."""
+        key = (id(metric), labels)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*labels)
+        return found
 
     def tool_label(self, name: str) -> str:
         """The `tool` label of a call to `name`: the name of a tool of the catalog, else `(unknown)`

@@ -540,6 +540,16 @@ class AnswerService:
         await self._hub.release(conversation_id, answer.owner)
         ended = time.monotonic()
         self._record(answer, status, error, ended)
+        if logger.isEnabledFor(logging.INFO):
+            self._log(answer, status, ended)
+        for hook in self._stored_hooks:
+            try:
+                await hook(answer, status)
+            except Exception:
+                logger.exception("an answer hook failed")
+
+    def _log(self, answer: RunningAnswer, status: MessageStatus, ended: float) -> None:
+        """The answer's log line (its figures, never its text)."""
         input_tokens, output_tokens = answer.tokens()
         logger.info(
             "answer %s",
@@ -560,11 +570,6 @@ class AnswerService:
                 "tokens_estimated": not (answer.prompt_tokens or answer.completion_tokens),
             },
         )
-        for hook in self._stored_hooks:
-            try:
-                await hook(answer, status)
-            except Exception:
-                logger.exception("an answer hook failed")
 
     def _record(
         self, answer: RunningAnswer, status: MessageStatus, error: VernisError | None, ended: float
