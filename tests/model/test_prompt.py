@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel
@@ -207,6 +207,17 @@ def test_turn_context_on_a_contact_page() -> None:
 - The card number was hidden.
 </context>"""
     )
+
+
+def test_the_local_time_follows_the_minute_and_the_time_zone() -> None:
+    """The context's local time is the turn's minute in the member's zone: a second later is the same text, a minute later or another zone is not."""
+    who = member("admin", "Marcus Chen", None)
+    tokyo = make_member(organization_timezone="Asia/Tokyo")
+    now = build_turn_context(TurnContext(who, NOW))
+    assert "(local time 22:30)" in now
+    assert build_turn_context(TurnContext(who, NOW + timedelta(seconds=59))) == now
+    assert "(local time 22:31)" in build_turn_context(TurnContext(who, NOW + timedelta(minutes=1)))
+    assert "Sunday, November 22, 2026 (local time 12:30)" in build_turn_context(TurnContext(tokyo, NOW))
 
 
 def test_turn_context_on_a_list_page_with_a_summary() -> None:

@@ -131,15 +131,29 @@ def _system_prompt(parts: PromptParts) -> str:
 
 def build_turn_context(turn: TurnContext) -> str:
     """The turn's context block: today's date and the local time, the current page, the notices."""
-    zone, _ = _zone(turn.member)
-    local = turn.now.astimezone(zone)
-    sections = [f"## Now\n- Today: {local:%A, %B} {local.day}, {local:%Y} (local time {local:%H:%M})"]
+    sections = [_now(turn.member, turn.now)]
     if turn.page is not None:
         sections.append(_page_section(turn.page))
     notices = [notice for notice in turn.notices if notice]
     if notices:
         sections.append("## Notices\n" + "\n".join(f"- {notice}" for notice in notices))
     return f"{CONTEXT_OPEN}\n" + "\n\n".join(sections) + f"\n{CONTEXT_CLOSE}"
+
+
+def _now(member: MemberInfo, now: datetime) -> str:
+    """The context's date and local time: the same text for a minute in one time zone, made once."""
+    key = (member.organization_timezone, int(now.timestamp() // 60))
+    found = _now_lines.get(key)
+    if found is None:
+        zone, _ = _zone(member)
+        local = now.astimezone(zone)
+        found = _now_lines[key] = (
+            f"## Now\n- Today: {local:%A, %B} {local.day}, {local:%Y} (local time {local:%H:%M})"
+        )
+    return found
+
+
+_now_lines: LRUCache[tuple[str, int], str] = LRUCache(maxsize=256)
 
 
 SUMMARY_HEADING = "## Earlier in this conversation"
