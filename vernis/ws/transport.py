@@ -8,10 +8,10 @@ object and serializer, a large share of the server's CPU under many streams. A s
 frame without extensions (Vernis turns per-message deflate off) is two to ten bytes of header and the
 UTF-8 text (RFC 6455 §5.2: unmasked from a server), so the protocol offers the app a plain function
 that takes one (`VernisProtocol.send_text_now`), as an ASGI extension in the socket's scope
-(`SEND_TEXT`): the socket layer calls it
-when it is there and falls back to the ASGI send when it is not (another server), or when it returns
-False: the handshake is not done, a close was sent or received, or the peer reads slower than we
-write (the transport asked us to pause), where the ASGI send waits as it should.
+(`SEND_TEXT`): the socket layer calls it when it is there and falls back to the ASGI send when it is
+not (another server), or when it returns False: the handshake is not done, a close was sent or
+received, or the peer reads slower than we write (the transport asked us to pause), where the ASGI
+send waits as it should.
 
 It also keeps an open socket small, since thousands of them sit idle: a lighter receive queue and
 writability flag than uvicorn's asyncio ones (`Inbox`, `Flag`), and none of the handshake's headers
@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from uvicorn._types import ASGISendEvent
 from websockets.http11 import Request
 from websockets.protocol import State
 
 from vernis.ws.keepalive import KeepaliveProtocol
+
+if TYPE_CHECKING:
+    from uvicorn._types import ASGISendEvent
 
 T = TypeVar("T")
 
@@ -155,9 +157,9 @@ class VernisProtocol(KeepaliveProtocol):
         The frames taken in one step go out in one write (`_uncork`): the deltas of one read from the
         model, an answer's last delta and its end, what a reconnect replays. A write is a system call,
         the largest part of a delta's cost once the ASGI send is gone, and an answer streaming in
-        bursts brings several deltas per read (bench/results/2026-11-server.md, 2026-11-28, session
-        19). Order holds: the ASGI send writes what was taken first (`send`), and nothing taken is
-        written after a close frame (it is dropped: the peer reads nothing after that)."""
+        bursts brings several deltas per read (bench/results/2026-11-server.md). Order holds: the
+        ASGI send writes what was taken first (`send`), and nothing taken is written after a close
+        frame (it is dropped: the peer reads nothing after that)."""
         if (
             not self.handshake_complete
             or self.close_sent
