@@ -89,8 +89,7 @@ def _write_python_stacks(file: IO[str], nodeid: str) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests marked `slow` first, in their order: with `--maxschedchunk 1` (scripts/test)
-    pytest-xdist's `--dist load` hands the first tests out two per worker, then one at a time to the
-    worker that finishes one, so the long tests are spread over the workers from the start rather
-    than left alone at the end while the other workers wait."""
+    """The tests marked `slow` first, in their order: pytest-xdist (`--dist load`) hands the first
+    tests out one per worker in turn, so each long test then runs beside short ones from the start
+    rather than alone at the end while the other workers wait."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
