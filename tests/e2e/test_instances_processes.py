@@ -121,7 +121,6 @@ async def serve_workers(cluster: Launcher, workers: int = 2) -> Served:
     return served
 
 
-@pytest.mark.slow
 async def test_workers_share_one_port_and_the_conversations(cluster: Launcher) -> None:
     """`serve --workers 2`: two worker processes behind one port; tabs land on either, an answer streams to a second tab of the same conversation, wherever each tab landed."""
     served = await serve_workers(cluster)
@@ -147,7 +146,6 @@ async def test_workers_share_one_port_and_the_conversations(cluster: Launcher) -
     assert await served.exited(timeout=15) == 0
 
 
-@pytest.mark.slow
 async def test_after_every_instance_restarts_nothing_is_left_streaming(
     cluster: Launcher, database_url: str
 ) -> None:

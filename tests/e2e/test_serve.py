@@ -319,7 +319,6 @@ async def test_serve_scripted_chat_then_sigterm_mid_answer_stores_it(launcher: L
     assert await restarted.exited(timeout=5 + 1) == 0
 
 
-@pytest.mark.slow
 async def test_sigkill_mid_answer_leaves_no_message_streaming(
     launcher: Launcher, seeded_template: Path
 ) -> None:

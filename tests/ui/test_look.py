@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-import pytest
 from playwright.async_api import Route, expect
 
 from tests.fixtures.server import Vernis
@@ -232,7 +231,6 @@ async def test_the_configured_greeting_and_avatar_are_shown(vernis: Vernis, open
     await expect(other.log.locator(".empty .avatar img")).to_have_count(0)
 
 
-@pytest.mark.slow
 async def test_thinking_shows_from_send_until_the_first_text(vernis: Vernis, open_ui: OpenUI) -> None:
     """A "Thinking…" line shows right after sending, animated unless reduced motion is asked, and is gone once the answer's text streams."""
     ui = await open_page(vernis, open_ui)
