@@ -89,7 +89,8 @@ def _write_python_stacks(file: IO[str], nodeid: str) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests marked `slow` first, in their order: pytest-xdist (`--dist load`) hands the first
-    tests out one per worker in turn, so each long test then runs beside short ones from the start
-    rather than alone at the end while the other workers wait."""
+    """The tests marked `slow` first, in their order: pytest-xdist (`--dist load`) gives each worker
+    a first chunk of a sixteenth of the suite, so they run one after the other on the first worker,
+    from the start, while the others take the short tests, rather than alone at the end while the
+    other workers wait. (All of them at once on every worker was slower: bench/results/2026-11-suite.md.)"""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
