@@ -107,9 +107,9 @@ class Metrics:
             "vernis_frames", "WebSocket frames, by direction (in, out).", ["direction"], registry=registry
         )
         self.frames_in = self.frames.labels("in")
+        self.frames_out = self.frames.labels("out")
         # Labelled series looked up once each (`labels()` takes a lock and builds its key every call).
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
-        self.frames_out = self.frames.labels("out")
         # Traces (SPEC §22): counted from the exporter's thread (prometheus-client is thread-safe).
         self.trace_spans_dropped = Counter(
             "vernis_trace_spans_dropped",

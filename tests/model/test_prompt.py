@@ -154,7 +154,7 @@ def test_stable_parts_come_first() -> None:
 
 
 def test_a_system_prompt_is_built_once_and_follows_what_it_is_made_of() -> None:
-    """The same parts give the same string object (built once); other rules, another member or another toolset of the same tools' names give their own text."""
+    """The same parts give the same string object (built once); other rules, another member or another toolset (the same member's, rules and persona) give their own text."""
     admin = member("admin", "Ada Admin", None)
     first = prompt(admin, "Be kind.")
     toolset = REGISTRY.for_member(ROLES.permissions("admin"))

@@ -31,7 +31,6 @@ from typing import Any, Literal, Protocol
 from uuid import UUID
 
 import redis.asyncio as aioredis
-from cachetools import LRUCache
 from redis.exceptions import RedisError
 
 from vernis.config import QuotasSection
@@ -171,10 +170,12 @@ def _first(*values: int | None) -> int | None:
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """A quota's current window: from `start` (a UTC day) until `reset_at`."""
+    """A quota's current window: from `start` (a UTC day) until `reset_at`; `label` names it in its
+    counter's key (the day, or the month)."""
 
     start: date
     reset_at: datetime
+    label: str
 
     @classmethod
     def day(cls, now: datetime) -> Window:
@@ -188,13 +189,15 @@ class Window:
 # Every answer counts its tokens in the windows of its day and month: each built once.
 @functools.lru_cache(maxsize=4)
 def _day(start: date) -> Window:
-    return Window(start, datetime(start.year, start.month, start.day, tzinfo=UTC) + timedelta(days=1))
+    reset_at = datetime(start.year, start.month, start.day, tzinfo=UTC) + timedelta(days=1)
+    return Window(start, reset_at, start.isoformat())
 
 
 @functools.lru_cache(maxsize=4)
 def _month(start: date) -> Window:
     days = calendar.monthrange(start.year, start.month)[1]
-    return Window(start, datetime(start.year, start.month, 1, tzinfo=UTC) + timedelta(days=days))
+    reset_at = datetime(start.year, start.month, 1, tzinfo=UTC) + timedelta(days=days)
+    return Window(start, reset_at, f"{start:%Y-%m}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,24 +226,12 @@ class QuotaService:
         self._counter = counter
         self._prefix = prefix
         self._clock = clock
-        # The counters' keys (a member's day, an organization's month), each built once.
-        self._keys: LRUCache[tuple[str, UUID, date], str] = LRUCache(maxsize=4096)
 
     def _member_key(self, member_id: UUID, window: Window) -> str:
-        key = self._keys.get(("member", member_id, window.start))
-        if key is None:
-            key = self._keys["member", member_id, window.start] = (
-                f"{self._prefix}quota:member:{member_id}:{window.start.isoformat()}"
-            )
-        return key
+        return f"{self._prefix}quota:member:{member_id}:{window.label}"
 
     def _org_key(self, organization_id: UUID, window: Window) -> str:
-        key = self._keys.get(("org", organization_id, window.start))
-        if key is None:
-            key = self._keys["org", organization_id, window.start] = (
-                f"{self._prefix}quota:org:{organization_id}:{window.start:%Y-%m}"
-            )
-        return key
+        return f"{self._prefix}quota:org:{organization_id}:{window.label}"
 
     async def check(self, member: MemberInfo) -> None:
         """Raise `QuotaExceeded` when one of the member's quotas is used up (the organization's

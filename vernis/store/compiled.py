@@ -27,6 +27,10 @@ class Compiled:
     # The keys of the columns returned, and what turns the driver's value of each into its type.
     keys: tuple[str, ...]
     results: tuple[Callable[[Any], Any] | None, ...]
+    # Where each positional argument comes from, when every one is a value of the row or a fixed
+    # value of the statement (a literal in it): (its key in the row, the fixed value or `_ROW`).
+    # None: through SQLAlchemy's `construct_params` (a computed default, an expanding list).
+    sources: tuple[tuple[str, Any], ...] | None
 
     @property
     def first(self) -> Callable[[Any], Any] | None:
@@ -43,31 +47,22 @@ class Compiled:
             for row in rows
         ]
 
-    # Where each positional argument comes from, when every one is a value of the row or a fixed
-    # value of the statement (a literal in it): (its key in the row, the fixed value or `_ROW`).
-    # None: through SQLAlchemy's `construct_params` (a computed default, an expanding list).
-    sources: tuple[tuple[str, Any], ...] | None
-
     def arguments(self, row: Mapping[str, Any]) -> list[Any]:
-        sources = self.sources
-        if sources is not None:
-            try:
-                values = [row[key] if fixed is _ROW or key in row else fixed for key, fixed in sources]
-            except KeyError:
-                pass  # a value the statement requires is missing: SQLAlchemy's error says which
-            else:
-                return [
-                    value if process is None else process(value)
-                    for process, value in zip(self.processors, values, strict=True)
-                ]
-        constructed = self.compiled.construct_params(row)
-        assert constructed is not None
+        """The driver's positional arguments for `row`, through the bind processors."""
         return [
             value if process is None else process(value)
-            for process, value in zip(
-                self.processors, [constructed[name] for name in self.names], strict=True
-            )
+            for process, value in zip(self.processors, self._values(row), strict=True)
         ]
+
+    def _values(self, row: Mapping[str, Any]) -> list[Any]:
+        if self.sources is not None:
+            try:
+                return [row[key] if fixed is _ROW or key in row else fixed for key, fixed in self.sources]
+            except KeyError:
+                pass  # a value the statement requires is missing: SQLAlchemy's error says which
+        constructed = self.compiled.construct_params(row)
+        assert constructed is not None
+        return [constructed[name] for name in self.names]
 
 
 # A positional argument that the row must give.

@@ -177,9 +177,9 @@ class Connection:
         Under Vernis's own protocol the frame is taken by the transport directly, to be written with
         the others of this step of the loop (`vernis.ws.transport`). Under another server, the ASGI
         send of uvicorn's sans-I/O WebSocket waits for one thing only, first of all: the socket
-        being writable again after the peer fell behind. When it is writable the
-        coroutine runs to its end in one step, here. When it would wait, it is closed at that first
-        wait, before it wrote anything, and the frame goes to the writer, which waits as it should.
+        being writable again after the peer fell behind. When it is writable the coroutine runs to
+        its end in one step, here. When it would wait, it is closed at that first wait, before it
+        wrote anything, and the frame goes to the writer, which waits as it should.
         (uvicorn is pinned by the lockfile; tests/e2e/test_transport.py covers a slow reader.)
         """
         send_text = self._send_text
