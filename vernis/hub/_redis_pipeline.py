@@ -17,6 +17,13 @@ replies are read, and handed out, in that order.
 Frames are encoded once, before their `seq` is known: a frame that takes one ends with `"seq":0}`,
 and the script completes it with the seq it gives.
 
+A conversation's keys in Redis expire unless renewed, and renewing them (and trimming its stream by
+age) costs the script a few calls: so a batch asks for it only for the conversations this publisher
+has not renewed for `renew_every` seconds (and a batch sent again, for all of its conversations).
+Each renewal keeps the keys `keep` seconds; given `keep` of at least the replay window plus
+`renew_every` plus `CALL_SECONDS` (a call that takes longer fails, and its batch is sent again),
+every event stays in Redis for at least the replay window after it was published.
+
 Redis out of reach: queued events are kept, at most `max_queued` (beyond that every waiting event
 is dropped, and logged), and sent when Redis is back, after the batches that were written but not
 answered when the connection failed: those are sent again as they were, under their numbers, in
@@ -49,6 +56,7 @@ __all__ = [
     "LINGER_SECONDS",
     "MAX_IN_FLIGHT",
     "MAX_QUEUED_EVENTS",
+    "RENEW_SECONDS",
     "Deliver",
     "Publisher",
     "Queued",
@@ -69,6 +77,9 @@ MAX_IN_FLIGHT = 8
 LINGER_SECONDS = 0.005
 # Events kept while Redis is out of reach; beyond that they are dropped (and logged).
 MAX_QUEUED_EVENTS = 100_000
+# How often, at most, the keys of a conversation this instance publishes to are renewed (at most a
+# tenth of the replay window: see `RedisHub`).
+RENEW_SECONDS = 30.0
 _SEQ_TAIL = ',"seq":0}'
 
 
@@ -174,11 +185,17 @@ class _Line:
     writing and reading are bounded by `asyncio.timeout` (`CALL_SECONDS`) instead.
     """
 
-    def __init__(self, client: aioredis.Redis, script: str) -> None:
+    def __init__(self, client: aioredis.Redis, script: str, head: tuple[str, ...], tail: int) -> None:
         pool = client.connection_pool
         self._connection_class = pool.connection_class
         self._connection_kwargs = {**pool.connection_kwargs, "socket_timeout": None}
-        self._script = script
+        # Every call is `EVAL script *head *tail` (`tail` arguments of its own): what is the same in
+        # every call is packed once, as the protocol has it (redis-py would pack and copy the
+        # script's text for each call).
+        self._packed_head = b"".join(
+            [b"*%d\r\n" % (2 + len(head) + tail), *(_bulk(part.encode()) for part in ("EVAL", script, *head))]
+        )
+        self._tail = tail
         self._connection: AbstractConnection | None = None
 
     @property
@@ -205,8 +222,9 @@ class _Line:
         """Whether `connection` is the line's, and connected (not failed, not closed by redis-py)."""
         return connection is self._connection and connection.is_connected
 
-    async def write(self, connection: AbstractConnection, *args: str | int) -> None:
-        packed = connection.pack_command("EVAL", self._script, *args)
+    async def write(self, connection: AbstractConnection, *tail: str) -> None:
+        assert len(tail) == self._tail
+        packed = [self._packed_head, *(_bulk(part.encode()) for part in tail)]
         async with asyncio.timeout(CALL_SECONDS):  # only waits when Redis stops reading
             await connection.send_packed_command(packed, check_health=False)
 
@@ -222,6 +240,11 @@ class _Line:
             await connection.disconnect()
 
 
+def _bulk(value: bytes) -> bytes:
+    """`value` as a bulk string of the Redis protocol."""
+    return b"$%d\r\n%s\r\n" % (len(value), value)
+
+
 class _Sent:
     """A batch written to Redis on `connection` (set by each write) whose reply is not read yet, or,
     once that connection failed before the reply came, to be written again as it was, under its
@@ -230,20 +253,23 @@ class _Sent:
     The whole batch is one argument of the call, whatever it holds: the client packs each argument
     in Python, copying its buffer, so a call's cost must not grow with its conversations."""
 
-    __slots__ = ("batches", "connection", "count", "number", "payload")
+    __slots__ = ("again", "batches", "connection", "count", "number", "payload")
     connection: AbstractConnection
 
     def __init__(self, batches: dict[UUID, Queued], count: int, number: int) -> None:
         self.batches = batches
         self.count = count
         self.number = number
+        self.again = False  # sent again: it renews the keys of all of its conversations
         self.payload = "\r".join(["\n".join(queued.lines) for queued in batches.values()])
 
 
 class Publisher:
     """Sends queued events to Redis in batches, each a call of `script` with `keys` and `args`,
-    then the batch and its number (`lua/publish.lua`). `run_sender()` and `run_receiver()` are its
-    two loops, run by the hub for as long as it runs."""
+    then the batch, its number and whether it renews the keys of all of its conversations
+    (`lua/publish.lua`); it asks for a conversation's keys to be renewed every `renew_every`
+    seconds (see the module's docstring). `run_sender()` and `run_receiver()` are its two loops,
+    run by the hub for as long as it runs."""
 
     def __init__(
         self,
@@ -253,12 +279,15 @@ class Publisher:
         keys: list[str],
         args: list[str],
         deliver: Deliver,
+        renew_every: float = RENEW_SECONDS,
         linger: float = LINGER_SECONDS,
         max_queued: int = MAX_QUEUED_EVENTS,
     ) -> None:
-        self._line = _Line(client, script)
-        self._head: tuple[str | int, ...] = (len(keys), *keys, *args)
+        self._line = _Line(client, script, (str(len(keys)), *keys, *args), 3)
         self._deliver = deliver
+        self._renew_every = renew_every
+        # When this publisher last asked for each conversation's keys to be renewed (monotonic).
+        self._renewed: dict[UUID, float] = {}
         self._linger = linger
         self._max_queued = max_queued
         # Events waiting for the next batch, per conversation.
@@ -377,7 +406,20 @@ class Publisher:
                 batches, self._queued = self._queued, {}
                 count, self._queued_count = self._queued_count, 0
                 self._numbered += 1
+                self._ask_renewals(batches)
                 await self._write(connection, _Sent(batches, count, self._numbered))
+
+    def _ask_renewals(self, batches: dict[UUID, Queued]) -> None:
+        """Mark, in the batch, the conversations whose keys were not renewed for `renew_every`."""
+        now = time.monotonic()
+        due = now - self._renew_every
+        renewed = self._renewed
+        for conversation_id, queued in batches.items():
+            if renewed.get(conversation_id, -math.inf) <= due:
+                if len(renewed) >= MAX_IDS_KEPT:
+                    renewed.clear()  # forgotten ones are renewed the next time: never too late
+                renewed[conversation_id] = now
+                queued.lines[0] += "\t1"
 
     async def _write(self, connection: AbstractConnection, sent: _Sent) -> None:
         # In flight from now on: if the write fails, it is sent again in its place.
@@ -389,7 +431,7 @@ class Publisher:
                 # Failed (by the receiver) while the batches before this one were written: redis-py
                 # would connect it anew, and batches on two connections may run out of order.
                 raise ConnectionError("the connection to Redis was lost")
-            await self._line.write(connection, *self._head, sent.payload, str(sent.number))
+            await self._line.write(connection, sent.payload, str(sent.number), "1" if sent.again else "0")
         except BaseException:
             await self._fail(connection)
             raise
@@ -424,6 +466,8 @@ class Publisher:
         since. Whether Redis ran them is unknown: a batch it ran returns its recorded reply and is
         not run again. Bounded, with the queue."""
         failed = [sent for sent in self._in_flight if sent.connection is connection]
+        for sent in failed:
+            sent.again = True
         if failed:
             self._in_flight = collections.deque(s for s in self._in_flight if s.connection is not connection)
             if not self._in_flight:

@@ -6,7 +6,9 @@ Keys, under the deployment's prefix `P` (`VERNIS_REDIS_PREFIX`), for a conversat
 - `P{c:C}:seq`: the conversation's last `seq` (it starts from Redis's clock in microseconds, so it
   keeps growing when the key expires or Redis restarts, like the in-memory hub's);
 - `P{c:C}:ev`: a stream, the replay window: one entry per event (`s` seq, `k` kind, `f` frame),
-  trimmed by length and by age, expiring with the conversation's last event;
+  trimmed by length and by age; with the other keys of the conversation, it lapses once no event
+  came for longer than the replay window (each publishing instance renews the keys every few
+  seconds, `RENEW_SECONDS` at most, and each renewal lasts the window and that, and a little more);
 - `P{c:C}:fl`: the answer in flight (`m` its message id, `s` the seq of its start);
 - `P{c:C}:lease`: the one-answer lease, `<instance>:<owner>`, with an expiry renewed while the
   answer runs (`vernis.hub._redis_lease`); `P:running`: the conversations with an answer in flight
@@ -60,8 +62,10 @@ from vernis.conversation import events
 from vernis.exceptions import Unavailable
 from vernis.hub._redis_lease import Leases
 from vernis.hub._redis_pipeline import (
+    CALL_SECONDS,
     LINGER_SECONDS,
     MAX_QUEUED_EVENTS,
+    RENEW_SECONDS,
     Publisher,
     Queued,
     event_of,
@@ -138,6 +142,11 @@ class RedisHub:
         self._encode = encode
         self._prefix = prefix
         self._replay_ms = str(int(replay_seconds * 1000))
+        # A conversation's keys are renewed at least this often while events are published to it,
+        # and each renewal keeps them long enough that every event outlives the replay window
+        # (`vernis.hub._redis_pipeline`).
+        renew_every = min(RENEW_SECONDS, replay_seconds / 10)
+        keep_ms = str(int((replay_seconds + renew_every + CALL_SECONDS) * 1000))
         self._replay_max = str(replay_max_events)
         self._reap_seconds = reap_seconds
         self.instance = f"{os.uname().nodename}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -146,8 +155,9 @@ class RedisHub:
             client,
             _PUBLISH,
             keys=[self._running_key],
-            args=[self._replay_max, self._replay_ms, prefix, self.instance],
+            args=[self._replay_max, self._replay_ms, keep_ms, prefix, self.instance],
             deliver=self._deliver_own,
+            renew_every=renew_every,
             linger=linger,
             max_queued=max_queued_events,
         )
