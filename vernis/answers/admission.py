@@ -9,10 +9,17 @@ any model is asked, and counts in `vernis_messages_refused` by reason. What was 
 
 A conversation that does not exist yet (a pending one, stored only once the message is admitted) or
 that rolls over takes its lease through `Admission.lease`, the same check with the same metric.
+
+A new message's way from admission to its answer's task is paced by the gate's `StartLane`: at most
+`STARTS_AT_ONCE` at a time, the others in turn, none waiting longer than `STARTS_WAIT_SECONDS`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from uuid import UUID, uuid4
 
@@ -23,7 +30,78 @@ from vernis.limits.quotas import QuotaService
 from vernis.limits.rate import RateLimiter, SlidingWindow
 from vernis.metrics import Metrics
 
-__all__ = ["Admission", "Gate"]
+__all__ = ["STARTS_AT_ONCE", "STARTS_WAIT_SECONDS", "Admission", "Gate", "StartLane"]
+
+# Answers on their way to start at once, at most; and how long, at most, another waits for its turn.
+STARTS_AT_ONCE = 2
+STARTS_WAIT_SECONDS = 0.25
+
+
+class StartLane:
+    """Paces the starts of answers: at most `slots` at a time (`turn()`), the others wait in the
+    order they came, each at most `max_wait` seconds, then goes without a slot (`waited_out`
+    counts those): a start waiting on something slow (a file's text, a slow database) holds the
+    others up for that long at most.
+
+    Why: a start costs the event loop about a millisecond, in several slices between its awaits.
+    When many come at once (a burst of messages, or the next messages of answers that ended
+    together), the loop's queue fills with their slices, and every delta of the answers already
+    streaming waits behind all of them. Paced, a delta waits behind the slices of a couple of starts,
+    and the burst's answers spread out instead of staying in step (`bench/results/2026-11-server.md`).
+    """
+
+    def __init__(self, slots: int = STARTS_AT_ONCE, max_wait: float = STARTS_WAIT_SECONDS) -> None:
+        self._free = slots
+        self._max_wait = max_wait
+        # Each waiter's future: True once handed a slot, False once its wait is over without one.
+        # Only pending ones are here: a waiter leaves when it gets its answer or is cancelled.
+        self._waiting: collections.deque[asyncio.Future[bool]] = collections.deque()
+        self.waited_out = 0
+
+    @contextlib.asynccontextmanager
+    async def turn(self) -> AsyncIterator[None]:
+        """A slot for the body (or none, once the wait is over); given to the next waiter after."""
+        held = await self._take()
+        try:
+            yield
+        finally:
+            if held:
+                self._give()
+
+    async def _take(self) -> bool:
+        if self._free and not self._waiting:
+            self._free -= 1
+            return True
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[bool] = loop.create_future()
+        self._waiting.append(waiter)
+        timer = loop.call_later(self._max_wait, self._wait_over, waiter)
+        try:
+            return await waiter
+        except BaseException:  # cancelled: a slot handed to it meanwhile goes to the next one
+            if waiter.done() and not waiter.cancelled():
+                if waiter.result():
+                    self._give()
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiting.remove(waiter)
+            raise
+        finally:
+            timer.cancel()
+
+    def _wait_over(self, waiter: asyncio.Future[bool]) -> None:
+        if not waiter.done():
+            self._waiting.remove(waiter)
+            self.waited_out += 1
+            waiter.set_result(False)
+
+    def _give(self) -> None:
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():  # not cancelled while its task had yet to resume
+                waiter.set_result(True)
+                return
+        self._free += 1
 
 
 @dataclass(eq=False)
@@ -34,6 +112,7 @@ class Gate:
     hub: EventHub
     metrics: Metrics
     quotas: QuotaService | None = None
+    lane: StartLane = field(default_factory=StartLane)
 
     async def admit(
         self, member: MemberInfo, rate: SlidingWindow | None, conversation_id: UUID | None

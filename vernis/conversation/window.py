@@ -212,6 +212,19 @@ class ConversationWindow:
     def __reversed__(self) -> Iterator[WindowEntry]:
         return reversed(self._entries)
 
+    def last_user_text(self) -> str:
+        """The text of the message an answer replies to: the last user message."""
+        return next((entry.content for entry in reversed(self._entries) if entry.role == "user"), "")
+
+    def untrusted_sources(self) -> list[str]:
+        """The tools whose results here were marked untrusted (the guards)."""
+        return [
+            str(call.get("tool_name", "a tool"))
+            for entry in self._entries
+            for call in entry.tool_calls
+            if isinstance(call.get("result"), dict) and "untrusted" in call["result"]
+        ]
+
     def to_messages(self) -> list[dict[str, Any]]:
         """The window as OpenAI chat messages: tool calls become call + result message pairs; cut
         (`within_budget`) when even what is left after the last cut passes the budget."""
