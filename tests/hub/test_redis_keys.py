@@ -4,37 +4,19 @@ renews them only when due, not with every batch (`vernis.hub._redis_pipeline`)."
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from tests.hub.test_shared_state import Sink, _running, _stopped, eventually
+from tests.hub.test_shared_state import Sink, eventually, running_hub
 from vernis.conversation import events
 from vernis.hub.redis import RedisHub
-from vernis.store.redis import redis_client
-from vernis.ws.encoder import encode
 
 WINDOW = 0.5  # seconds of replay window: renewals are due every 0.05 s, each keeps the keys 5.55 s
-
-
-@contextlib.asynccontextmanager
-async def _hub(redis_url: str, prefix: str) -> AsyncIterator[tuple[RedisHub, aioredis.Redis]]:
-    client = redis_client(redis_url)
-    hub = RedisHub(client, encode, prefix=prefix, replay_seconds=WINDOW)
-    task = await _running(hub)
-    admin = aioredis.Redis.from_url(redis_url)
-    try:
-        yield hub, admin
-    finally:
-        await _stopped([task], hub)
-        for each in (client, admin):
-            await each.aclose()
 
 
 def _keys(prefix: str, conversation: uuid.UUID) -> list[str]:
@@ -57,7 +39,7 @@ async def test_each_event_outlives_the_window_and_keys_are_renewed_only_when_due
     """In Redis every key of a conversation outlives the replay window after each event published, yet a batch renews them only once the last renewal is due again, not with every event."""
     conversation, message = uuid.uuid4(), uuid.uuid4()
     keys = _keys(redis_prefix, conversation)
-    async with _hub(redis_url, redis_prefix) as (hub, admin):
+    async with running_hub(redis_url, redis_prefix, replay_seconds=WINDOW) as (hub, admin):
         hub.subscribe(conversation, Sink())
         await _published(
             hub, conversation, events.AnswerStarted(conversation, message), events.TextDelta("a ")
@@ -80,7 +62,7 @@ async def test_a_new_conversation_and_a_batch_sent_again_renew_the_keys(
     """In Redis a conversation's first event gives its keys their expiry even when its renewal is not due, and a batch sent again after a failed write renews the keys of all its conversations."""
     conversation = uuid.uuid4()
     seq_key, stream_key, _ = _keys(redis_prefix, conversation)
-    async with _hub(redis_url, redis_prefix) as (hub, admin):
+    async with running_hub(redis_url, redis_prefix, replay_seconds=WINDOW) as (hub, admin):
         hub._publisher._renewed[conversation] = time.monotonic() + 3600  # never due here
         sink = Sink()
         hub.subscribe(conversation, sink)

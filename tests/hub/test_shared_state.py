@@ -569,19 +569,28 @@ async def test_redis_own_events_wait_for_another_instances_missed_ones_when_fetc
 
 
 @contextlib.asynccontextmanager
-async def _hub_on(own_redis: OwnRedis, **options: Any) -> AsyncIterator[tuple[RedisHub, aioredis.Redis]]:
-    """A running hub on `own_redis` (made with `options`), and a client of the test's own, stopped and
-    closed after (a pause the test leaves ends with the test's `redis-server`)."""
-    client = redis_client(own_redis.url)
-    hub = RedisHub(client, encode, prefix="p:", **options)
+async def running_hub(
+    url: str, prefix: str = "p:", **options: Any
+) -> AsyncIterator[tuple[RedisHub, aioredis.Redis]]:
+    """A running hub on the Redis of `url` (made with `prefix` and `options`), and a client of the
+    test's own, stopped and closed after."""
+    client = redis_client(url)
+    hub = RedisHub(client, encode, prefix=prefix, **options)
     task = await _running(hub)
-    admin = aioredis.Redis.from_url(own_redis.url)
+    admin = aioredis.Redis.from_url(url)
     try:
         yield hub, admin
     finally:
         await _stopped([task], hub)
         for each in (client, admin):
             await each.aclose()
+
+
+def _hub_on(
+    own_redis: OwnRedis, **options: Any
+) -> contextlib.AbstractAsyncContextManager[tuple[RedisHub, aioredis.Redis]]:
+    """`running_hub` on `own_redis` (a pause the test leaves ends with the test's `redis-server`)."""
+    return running_hub(own_redis.url, **options)
 
 
 def _contents(sink: Sink) -> list[str]:
