@@ -39,9 +39,8 @@ async def test_starts_beyond_the_slots_wait_and_go_in_the_order_they_came() -> N
         release.set()
     await asyncio.gather(*tasks.values())
     assert lane.waited_out == 0
-    async with lane.turn():  # every slot came back
-        async with lane.turn():
-            assert lane._free == 0
+    async with lane.turn(), lane.turn():  # every slot came back
+        assert lane._free == 0
 
 
 async def test_a_start_waits_no_longer_than_the_lane_allows_and_holds_no_slot_then() -> None:
@@ -58,7 +57,8 @@ async def test_a_start_waits_no_longer_than_the_lane_allows_and_holds_no_slot_th
     assert lane.waited_out == 1
     stuck.set()
     await holder
-    assert lane._free == 1 and not lane._waiting
+    assert lane._free == 1
+    assert not lane._waiting
 
 
 async def test_a_waiting_start_cancelled_gives_up_its_place_and_any_slot_handed_to_it() -> None:
@@ -81,4 +81,5 @@ async def test_a_waiting_start_cancelled_gives_up_its_place_and_any_slot_handed_
     assert log == ["a", "c"]
     releases["c"].set()
     await third
-    assert lane._free == 1 and not lane._waiting
+    assert lane._free == 1
+    assert not lane._waiting
