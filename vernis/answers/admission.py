@@ -10,8 +10,9 @@ any model is asked, and counts in `vernis_messages_refused` by reason. What was 
 A conversation that does not exist yet (a pending one, stored only once the message is admitted) or
 that rolls over takes its lease through `Admission.lease`, the same check with the same metric.
 
-A new message's way from admission to its answer's task is paced by the gate's `StartLane`: at most
-`STARTS_AT_ONCE` at a time, the others in turn, none waiting longer than `STARTS_WAIT_SECONDS`.
+A new message's way on from admission to its answer's task is paced by the gate's `StartLane`: at
+most `STARTS_AT_ONCE` at a time, the others in turn, none waiting longer than `STARTS_WAIT_SECONDS`
+(a refusal never waits: admission comes first).
 """
 
 from __future__ import annotations

@@ -89,14 +89,18 @@ async def send_user_message(
             logger.info("duplicate client_message_id ignored")
             return
 
-    # Paced with the other answers being started (vernis.answers.admission.StartLane): a burst of
-    # messages does not hold up the answers already streaming.
+    # 1. Rate limits and token quotas (vernis.answers.admission): refused, nothing is stored (not even
+    # a guard's finding) and no model is asked. The lease (2) is taken once the conversation exists.
+    admission = await services.gate.admit(member, session.rate, None)
+    # The rest is paced with the other answers being started (vernis.answers.admission.StartLane): a
+    # burst of messages does not hold up the answers already streaming.
     async with services.gate.lane.turn():
-        await _admit_and_start(session, content, page_context, client_message_id, attachment_ids, notices)
+        await _start(session, admission, content, page_context, client_message_id, attachment_ids, notices)
 
 
-async def _admit_and_start(
+async def _start(
     session: Session,
+    admission: Admission,
     content: str,
     page_context: PageRequest | None,
     client_message_id: str | None,
@@ -105,10 +109,6 @@ async def _admit_and_start(
 ) -> None:
     services, member, settings = session.services, session.member, session.settings
     store = services.store
-    # 1. Rate limits and token quotas (vernis.answers.admission): refused, nothing is stored (not even
-    # a guard's finding) and no model is asked. The lease (2) is taken once the conversation exists.
-    admission = await services.gate.admit(member, session.rate, None)
-
     # The guards (vernis.guards), before anything is stored or sent: a blocked message goes nowhere
     # (and so never into a later context window); a redacted one goes on redacted, to the store too.
     shown = session.conversation
