@@ -68,14 +68,14 @@ while pos <= size do
     at = e + 1
   end
   local n = #lines
-  local last = redis.call('INCRBY', seqk, n)
-  if last == n then
+  local newest = redis.call('INCRBY', seqk, n)
+  if newest == n then
     -- A new conversation (or one whose keys lapsed): its seqs start from the clock.
-    last = t[1] * 1000000 + t[2] + n
-    redis.call('SET', seqk, string.format('%d', last))
+    newest = t[1] * 1000000 + t[2] + n
+    redis.call('SET', seqk, string.format('%d', newest))
     renew = true
   end
-  local first = last - n + 1
+  local first = newest - n + 1
   firsts[#firsts + 1] = first
   -- The other instances showing the conversation: each gets the events in its message.
   local others = {}
