@@ -7,8 +7,9 @@ Keys, under the deployment's prefix `P` (`VERNIS_REDIS_PREFIX`), for a conversat
   keeps growing when the key expires or Redis restarts, like the in-memory hub's);
 - `P{c:C}:ev`: a stream, the replay window: one entry per event (`s` seq, `k` kind, `f` frame),
   trimmed by length and by age; with the other keys of the conversation, it lapses once no event
-  came for longer than the replay window (each publishing instance renews the keys every few
-  seconds, `RENEW_SECONDS` at most, and each renewal lasts the window and that, and a little more);
+  came for longer than the replay window (an instance publishing to the conversation renews its
+  keys at least every `RENEW_SECONDS`, and a renewal lasts the window, that interval and
+  `CALL_SECONDS`);
 - `P{c:C}:fl`: the answer in flight (`m` its message id, `s` the seq of its start);
 - `P{c:C}:lease`: the one-answer lease, `<instance>:<owner>`, with an expiry renewed while the
   answer runs (`vernis.hub._redis_lease`); `P:running`: the conversations with an answer in flight
