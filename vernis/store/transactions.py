@@ -476,7 +476,9 @@ class GroupCommit(Generic[T]):
 
     One write at a time, in the order asked: items submitted while a write is under way are written
     together by the next one, run by whichever caller finds no writer at work. What answers ending
-    together, or their usage, cost: one transaction, not one each.
+    together, or their usage, cost: one transaction, not one each, wherever the write waits (on
+    PostgreSQL). On SQLite a write runs inline to its end before anyone else can ask, so each
+    carries what one caller asked (`bench/results/2026-11-server.md`, session 20).
     """
 
     def __init__(self, write: Callable[[list[T]], Awaitable[None]]) -> None:
