@@ -105,7 +105,9 @@ async def test_approved_review_runs_the_write_once_as_the_requester_and_the_conv
         assert completed["call_id"] == confirmation["call_id"]
         assert completed["status"] == "ok"
         assert completed["result"]["data"]["body"] == body
-        assert types_of(events)[types_of(events).index("tool_call_completed") :][:2] == [
+        # The conversation's title is made in the background and may come at any point between.
+        answered = [kind for kind in types_of(events) if kind != "title_updated"]
+        assert answered[answered.index("tool_call_completed") :][:2] == [
             "tool_call_completed",
             "assistant_start",
         ]
