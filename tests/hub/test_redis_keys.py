@@ -14,6 +14,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from tests.hub.test_shared_state import Sink, eventually, running_hub
 from vernis.conversation import events
+from vernis.hub._redis_pipeline import _Known
 from vernis.hub.redis import RedisHub
 
 WINDOW = 0.5  # seconds of replay window: renewals are due every 0.05 s, each keeps the keys 5.55 s
@@ -63,7 +64,8 @@ async def test_a_new_conversation_and_a_batch_sent_again_renew_the_keys(
     conversation = uuid.uuid4()
     seq_key, stream_key, _ = _keys(redis_prefix, conversation)
     async with running_hub(redis_url, redis_prefix, replay_seconds=WINDOW) as (hub, admin):
-        hub._publisher._renewed[conversation] = time.monotonic() + 3600  # never due here
+        hub._publisher._known[conversation] = known = _Known(str(conversation))
+        known.renewed = time.monotonic() + 3600  # never due here
         sink = Sink()
         hub.subscribe(conversation, sink)
         await _published(hub, conversation, events.TextDelta("a "))

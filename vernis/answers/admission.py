@@ -44,7 +44,8 @@ class StartLane:
     counts those): a start waiting on something slow (a file's text, a slow database) holds the
     others up for that long at most.
 
-    Why: a start costs the event loop about a millisecond, in several slices between its awaits.
+    Why: an answer's fixed work is about a millisecond of the event loop (`bench/bench_server.py`'s
+    fixed cost), much of it in a start's several slices between its awaits.
     When many come at once (a burst of messages, or the next messages of answers that ended
     together), the loop's queue fills with their slices, and every delta of the answers already
     streaming waits behind all of them. Paced, a delta waits behind the slices of a couple of starts,

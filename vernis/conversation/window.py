@@ -209,9 +209,6 @@ class ConversationWindow:
     def __iter__(self) -> Iterator[WindowEntry]:
         return iter(self._entries)
 
-    def __reversed__(self) -> Iterator[WindowEntry]:
-        return reversed(self._entries)
-
     def last_user_text(self) -> str:
         """The text of the message an answer replies to: the last user message."""
         return next((entry.content for entry in reversed(self._entries) if entry.role == "user"), "")

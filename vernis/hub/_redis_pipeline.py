@@ -151,15 +151,27 @@ async def read_window(
             return found[::-1] if partial else None
 
 
+class _Known:
+    """What the publisher keeps of a conversation between batches: its id as text (not made anew
+    for every batch) and when it last asked for its keys to be renewed (monotonic)."""
+
+    __slots__ = ("renewed", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.renewed = -math.inf
+
+
 class Queued:
     """One conversation's events waiting for the next batch: as the publish script takes them (its
     id first), and as this instance hands them to its own subscribers once they are numbered (the
     frame, without its seq when it takes one, and the event, kept for any but a delta)."""
 
-    __slots__ = ("frames", "lines")
+    __slots__ = ("frames", "known", "lines")
 
-    def __init__(self, conversation_id: str) -> None:
-        self.lines = [conversation_id]
+    def __init__(self, known: _Known) -> None:
+        self.known = known
+        self.lines = [known.text]
         self.frames: list[tuple[str, bool, events.Event | None]] = []
 
 
@@ -286,14 +298,14 @@ class Publisher:
         self._line = _Line(client, script, (str(len(keys)), *keys, *args), 3)
         self._deliver = deliver
         self._renew_every = renew_every
-        # When this publisher last asked for each conversation's keys to be renewed (monotonic).
-        self._renewed: dict[UUID, float] = {}
+        # The conversations published to lately (at most MAX_IDS_KEPT, then forgotten all at once:
+        # a forgotten one is renewed the next time, never too late).
+        self._known: dict[UUID, _Known] = {}
         self._linger = linger
         self._max_queued = max_queued
         # Events waiting for the next batch, per conversation.
         self._queued: dict[UUID, Queued] = {}
         self._queued_count = 0
-        self._texts: dict[UUID, str] = {}
         # Set when the batch being gathered is due (see the module's docstring), or to retry.
         self._wake = asyncio.Event()
         self._due: asyncio.Handle | None = None
@@ -318,13 +330,12 @@ class Publisher:
             head, has_seq = frame, "0"
         queued = self._queued.get(conversation_id)
         if queued is None:
-            # The id as text, kept: not made anew for every conversation of every batch.
-            text = self._texts.get(conversation_id)
-            if text is None:
-                if len(self._texts) >= MAX_IDS_KEPT:
-                    self._texts.clear()
-                text = self._texts[conversation_id] = str(conversation_id)
-            queued = self._queued[conversation_id] = Queued(text)
+            known = self._known.get(conversation_id)
+            if known is None:
+                if len(self._known) >= MAX_IDS_KEPT:
+                    self._known.clear()
+                known = self._known[conversation_id] = _Known(str(conversation_id))
+            queued = self._queued[conversation_id] = Queued(known)
         queued.lines.append(f"{kind}\t{extra}\t{has_seq}\t{head}")
         queued.frames.append((head, has_seq == "1", None if kind == "d" else event))
         self._queued_count += 1
@@ -413,12 +424,9 @@ class Publisher:
         """Mark, in the batch, the conversations whose keys were not renewed for `renew_every`."""
         now = time.monotonic()
         due = now - self._renew_every
-        renewed = self._renewed
-        for conversation_id, queued in batches.items():
-            if renewed.get(conversation_id, -math.inf) <= due:
-                if len(renewed) >= MAX_IDS_KEPT:
-                    renewed.clear()  # forgotten ones are renewed the next time: never too late
-                renewed[conversation_id] = now
+        for queued in batches.values():
+            if queued.known.renewed <= due:
+                queued.known.renewed = now
                 queued.lines[0] += "\t1"
 
     async def _write(self, connection: AbstractConnection, sent: _Sent) -> None:
