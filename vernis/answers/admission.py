@@ -22,11 +22,12 @@ import collections
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from vernis.exceptions import QuotaExceeded, RateLimited, ResponseInProgress
 from vernis.hub.base import EventHub
 from vernis.identity.members import MemberInfo
+from vernis.ids import random_hex
 from vernis.limits.quotas import QuotaService
 from vernis.limits.rate import RateLimiter, SlidingWindow
 from vernis.metrics import Metrics
@@ -154,7 +155,7 @@ class Admission:
     """An admitted answer: `owner` is the lease holder it answers as."""
 
     gate: Gate
-    owner: str = field(default_factory=lambda: uuid4().hex)
+    owner: str = field(default_factory=random_hex)
 
     async def lease(self, conversation_id: UUID) -> None:
         """Take `conversation_id`'s lease (one answer at a time, across instances), or raise

@@ -21,7 +21,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 import orjson
 
@@ -42,6 +42,7 @@ from vernis.conversation.window import ConversationWindow, WindowEntry
 from vernis.exceptions import LLMError, VernisError
 from vernis.hub.base import EventHub
 from vernis.identity.members import MemberInfo
+from vernis.ids import random_hex, random_uuid
 from vernis.limits.usage import estimate_tokens
 from vernis.logs import conversation_context
 from vernis.metrics import Metrics
@@ -83,7 +84,7 @@ class AnswerSpec:
     runner: ToolRunner | None
     window: ConversationWindow
     loop: LoopSettings
-    message_id: UUID = field(default_factory=uuid4)
+    message_id: UUID = field(default_factory=random_uuid)
     # The first user message of the conversation when this answer completes its first exchange
     # (the title is made from it); None otherwise.
     first_user_message: str | None = None
@@ -106,8 +107,8 @@ class AnswerSpec:
 @dataclass(eq=False)
 class RunningAnswer:
     spec: AnswerSpec
-    message_id: UUID = field(default_factory=uuid4)
-    owner: str = field(default_factory=lambda: uuid4().hex)
+    message_id: UUID = field(default_factory=random_uuid)
+    owner: str = field(default_factory=random_hex)
     parts: list[str] = field(default_factory=list)
     # The reasoning the model streamed (SPEC §19), kept apart from the text.
     reasoning: list[str] = field(default_factory=list)

@@ -21,7 +21,6 @@ Contracts:
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import timedelta
@@ -44,6 +43,7 @@ from vernis.conversation.records import (
     encode_cursor,
 )
 from vernis.exceptions import Forbidden, InvalidMessage, NotFound
+from vernis.ids import random_uuid
 from vernis.store.models import (
     Conversation,
     Member,
@@ -192,7 +192,7 @@ class ConversationStore:
         """
         now = utcnow()
         info = ConversationInfo(
-            id=conversation_id or uuid.uuid4(),
+            id=conversation_id or random_uuid(),
             organization_id=organization_id,
             member_id=member_id,
             title=None,
@@ -305,7 +305,7 @@ class ConversationStore:
             raise ValueError(f"message role must be one of {sorted(_sql.ROLES)}, not {role!r}")
         _sql.check_status(status)
         row = _sql.NewMessage(
-            message_id or uuid.uuid4(), role, content, status, tool_calls, client_message_id, model
+            message_id or random_uuid(), role, content, status, tool_calls, client_message_id, model
         )
         return await self._append(conversation_id, [row], limit=None)
 
@@ -327,7 +327,7 @@ class ConversationStore:
         `add_message` does.
         """
         user = _sql.NewMessage(
-            uuid.uuid4(), MessageRole.USER, content, MessageStatus.COMPLETE, None, client_message_id
+            random_uuid(), MessageRole.USER, content, MessageStatus.COMPLETE, None, client_message_id
         )
         answer = _sql.NewMessage(
             answer_id, MessageRole.ASSISTANT, "", MessageStatus.STREAMING, None, None, model

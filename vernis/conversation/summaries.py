@@ -13,11 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from vernis.ids import random_uuid
 from vernis.store.models import Message, Summary, table_of, utcnow
 from vernis.store.transactions import EngineTransactions, Transactions, Writer
 
@@ -85,7 +86,8 @@ class SummaryStore:
         messages, or of the conversation it continues)."""
         now = utcnow()
         through = {"through_message_id": through_message_id, "conversation_id": conversation_id}
-        row: dict[str, Any] = {**through, "id": uuid4(), "text": text, "model": model, "created_at": now}
+        row: dict[str, Any] = {**through, "id": random_uuid(), "text": text, "model": model}
+        row["created_at"] = now
 
         def store(writer: Writer) -> int:
             position = writer.scalar(_POSITION, through)

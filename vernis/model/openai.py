@@ -29,7 +29,6 @@ import asyncio
 import email.utils
 import ssl
 import time
-import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import aclosing, asynccontextmanager
 from typing import Any
@@ -47,6 +46,7 @@ from vernis.exceptions import (
     LLMTruncated,
     LLMUnavailable,
 )
+from vernis.ids import random_hex, random_uuid
 from vernis.model.base import ChatRequest, Finish, ModelEvent, ReasoningDelta, TextDelta, ToolCall, Usage
 
 __all__ = ["OpenAIChatModel"]
@@ -185,7 +185,12 @@ class OpenAIChatModel:
             "/chat/completions",
             cast_to=httpx2.Response,
             content=_body(request),
-            options={"headers": {_RAW_RESPONSE_HEADER: "stream", "Content-Type": "application/json"}},
+            options={
+                "headers": {_RAW_RESPONSE_HEADER: "stream", "Content-Type": "application/json"},
+                # What the client would make itself (its retries reuse it), without its own
+                # `uuid4()`: one system call less per request (`vernis.ids`).
+                "idempotency_key": f"stainless-python-retry-{random_uuid()}",
+            },
         )
         try:
             yield response  # the raw response, its body unread (the raw-response header)
@@ -415,7 +420,7 @@ class _Assembler:
             raise LLMTruncated(detail="the stream ended without a finish_reason")
         events: list[ModelEvent] = [
             ToolCall(
-                call_id=call.call_id or f"call_{uuid.uuid4().hex[:24]}",
+                call_id=call.call_id or f"call_{random_hex()[:24]}",
                 name=call.name,
                 arguments="".join(call.parts) or "{}",
             )

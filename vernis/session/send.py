@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from cachetools import LRUCache
 
@@ -31,6 +31,7 @@ from vernis.conversation.store import (
 from vernis.conversation.window import ConversationWindow, WindowEntry
 from vernis.exceptions import MessageBlocked, NotFound, QuotaExceeded, RateLimited, ResponseInProgress
 from vernis.identity.members import MemberInfo
+from vernis.ids import random_uuid
 from vernis.limits.rate import SlidingWindow
 from vernis.model.prompt import (
     PromptParts,
@@ -136,7 +137,7 @@ async def _start(
     # before it). 5. The user message is stored, with its answer's row: one transaction. A
     # conversation that filled up meanwhile rolls over (4); one deleted from another tab starts
     # anew (3).
-    message_id = uuid4()
+    message_id = random_uuid()
     while True:
         await admission.lease(conversation.id)
         try:
@@ -276,7 +277,7 @@ async def continue_answer(
     if conversation is None:
         return False
     admission = await services.gate.admit(member, rate, conversation_id)
-    message_id = uuid4()
+    message_id = random_uuid()
     try:
         if admitted is not None:
             await admitted()

@@ -18,12 +18,13 @@ import asyncio
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from vernis.answers.admission import Admission
 from vernis.conversation.store import DuplicateClientMessage, MessageUpdate, StoredMessage
 from vernis.conversation.window import WindowEntry
 from vernis.exceptions import MessageBlocked, NotFound, ResponseInProgress
+from vernis.ids import random_uuid
 from vernis.session.send import start_answer
 from vernis.store.models import MessageRole, MessageStatus
 
@@ -47,7 +48,7 @@ async def regenerate(session: Session, client_message_id: str | None) -> None:
     store = services.store
     # It costs a model answer like a message: the same admission (vernis.answers.admission).
     admission = await services.gate.admit(session.member, session.rate, conversation.id)
-    message_id = uuid4()
+    message_id = random_uuid()
     try:
         live = await _current(session, conversation)
         last_user = _last_user(live)
@@ -94,7 +95,7 @@ async def edit_message(
     if verdict.blocked:
         raise MessageBlocked(verdict.user_message())
     content = verdict.text
-    answer_id = uuid4()
+    answer_id = random_uuid()
     await admission.lease(conversation.id)
     try:
         live = await _current(session, conversation)

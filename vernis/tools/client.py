@@ -21,11 +21,12 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
-from uuid import UUID, uuid4
+from uuid import UUID
 
 import orjson
 
 from vernis.identity.members import ASSISTANT_USE, MemberInfo
+from vernis.ids import random_hex
 from vernis.tools.base import Tool, ToolContext, ToolFailure, json_schema_args
 from vernis.tools.runner import Toolset
 
@@ -171,7 +172,7 @@ class ClientToolBroker:
         page = self._route(origin, ctx, tool)
         if page is None:
             raise _unavailable(tool.name)
-        call_id = f"ct_{uuid4().hex}"
+        call_id = f"ct_{random_hex()}"
         result: asyncio.Future[tuple[bool, Any, str | None]] = asyncio.get_running_loop().create_future()
         self._pending[call_id] = _Pending(ctx.member.id, page, result)
         try:

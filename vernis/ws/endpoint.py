@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from starlette.websockets import WebSocket
 
@@ -17,6 +17,7 @@ from vernis.exceptions import AuthError, Unavailable
 from vernis.identity.members import Identity
 from vernis.identity.service import IdentityService
 from vernis.identity.transport import PROTOCOL, extract_token, origin_allowed
+from vernis.ids import random_hex
 from vernis.limits.rate import SocketCap
 from vernis.logs import member_context
 from vernis.runtime import Services
@@ -142,7 +143,7 @@ async def _admit(
         await _refuse(websocket, exc.public_message)
         return None
     member = identity.member
-    socket_id = uuid4().hex
+    socket_id = random_hex()
     try:
         admitted = await services.socket_cap.acquire(member.id, socket_id)
     except Unavailable:
