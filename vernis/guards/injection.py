@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from vernis.guards.findings import Category, Finding, Severity
 from vernis.guards.normalise import skeleton
+from vernis.guards.prefilter import Prefilter
 
 __all__ = ["EncodedPayload", "detect_injection", "encoded_payloads"]
 
@@ -220,6 +221,8 @@ _CYRILLIC: tuple[tuple[str, Severity, str], ...] = (
     ),
 )
 _LATIN_PATTERNS = tuple((re.compile(p, re.MULTILINE), s, k) for p, s, k in _LATIN)
+# Each needs words (`vernis.guards.prefilter`): those of a text that has none of them are not run.
+_LATIN_FILTER = Prefilter([pattern for pattern, _, _ in _LATIN_PATTERNS])
 _CYRILLIC_PATTERNS = tuple((re.compile(p, re.IGNORECASE), s, k) for p, s, k in _CYRILLIC)
 _HAS_CYRILLIC = re.compile(r"[\u0400-\u04ff]")
 
@@ -229,7 +232,8 @@ def detect_injection(text: str) -> list[Finding]:
     (skeleton or lower case), which only the allow-list compares with; injection is never redacted."""
     findings = []
     folded = skeleton(text)
-    for pattern, severity, kind in _LATIN_PATTERNS:
+    for index in _LATIN_FILTER.candidates(folded):
+        pattern, severity, kind = _LATIN_PATTERNS[index]
         for match in pattern.finditer(folded):
             findings.append(Finding(Category.INJECTION, severity, kind, match.start(), match.end()))
     if _HAS_CYRILLIC.search(text):

@@ -35,6 +35,7 @@ from stdnum.se import personnummer
 from stdnum.us import ssn
 
 from vernis.guards.findings import Category, Finding, Severity
+from vernis.guards.prefilter import Prefilter
 
 __all__ = ["detect_pii"]
 
@@ -162,10 +163,14 @@ _NATIONAL_IDS = (
     ),
 )
 
+# Every one of them needs a digit (`vernis.guards.prefilter`).
+_NATIONAL_FILTER = Prefilter([kind.pattern for kind in _NATIONAL_IDS])
+
 
 def _national_ids(text: str) -> Iterator[tuple[int, int, str]]:
     lowered: str | None = None
-    for kind in _NATIONAL_IDS:
+    for index in _NATIONAL_FILTER.candidates(text):
+        kind = _NATIONAL_IDS[index]
         for match in kind.pattern.finditer(text):
             if kind.context:
                 if lowered is None:
@@ -258,6 +263,8 @@ _KEY_PATTERNS = (
     ("NpmToken", re.compile(r"(?<![\w-])npm_[A-Za-z0-9]{36}(?![\w-])")),
 )
 _SECRET_PATTERNS = _secret_patterns() + _KEY_PATTERNS
+# Most texts hold none of what these need (a prefix, a keyword): only those that may match are run.
+_SECRET_FILTER = Prefilter([pattern for _, pattern in _SECRET_PATTERNS])
 # An HTTP Basic credential (RFC 7617: base64 of "user:password"); it must decode to a pair, so
 # "Authorization: Basic authentication is off" is prose.
 _BASIC_AUTH = re.compile(
@@ -275,7 +282,8 @@ _PASSWORD = re.compile(
 
 
 def _credentials(text: str) -> Iterator[tuple[int, int, str]]:
-    for name, pattern in _SECRET_PATTERNS:
+    for index in _SECRET_FILTER.candidates(text):
+        name, pattern = _SECRET_PATTERNS[index]
         for match in pattern.finditer(text):
             if match.end() > match.start():
                 yield match.start(), match.end(), name
