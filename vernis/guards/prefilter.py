@@ -82,17 +82,14 @@ class Prefilter:
         if not text.isascii():
             return self._all
         lowered = text.lower()
-        hits = set(self._always)
-        for needle, indexes in self._exact:
-            if needle in text:
-                hits.update(indexes)
-        for needle, indexes in self._lowered:
-            if needle in lowered:
-                hits.update(indexes)
+        # One comprehension per view: the needles are looked up in C, the loop is the cost.
+        found = [indexes for needle, indexes in self._exact if needle in text]
+        found += [indexes for needle, indexes in self._lowered if needle in lowered]
         if self._digit and _ANY_DIGIT.search(text) is not None:
-            hits.update(self._digit)
-        if not hits:
+            found.append(self._digit)
+        if not found and not self._always:
             return ()
+        hits = set(self._always).union(*found)
 
         def has(key: _Key) -> bool:
             needle, folded = key
