@@ -93,7 +93,9 @@ async def started(
     finally:
         begun = time.monotonic()
         await catalog.stop()
-        assert time.monotonic() - begun < 1, "the connection's task did not stop promptly"
+        # Prompt against what it would otherwise wait for (a call in flight for a minute), with room
+        # for a loaded machine.
+        assert time.monotonic() - begun < 10, "the connection's task did not stop promptly"
         assert len(catalog.registry) == 0
 
 
@@ -313,15 +315,18 @@ async def test_a_call_past_its_timeout_is_a_tool_error_and_is_cancelled(
     engine: AsyncEngine, desk: Desk
 ) -> None:
     """A call the server does not answer within `timeout` ends as a retryable timeout error, and the server's handler is cancelled."""
-    async with desk.serve() as url, started(engine, entry(url, timeout=0.5)) as catalog:
-        begun = time.monotonic()
-        slow = await run(catalog, "slow")
-        assert time.monotonic() - begun < 2
-        await until(lambda: desk.cancelled == ["slow"])
+    # The handler waits a minute unless cancelled: the call ending at all shows it did not wait for
+    # it (no bound on time here: a loaded machine may be slow, never that slow). Two seconds leave
+    # the server time to start the handler before the call gives up.
+    async with desk.serve() as url, started(engine, entry(url, timeout=2)) as catalog:
+        async with asyncio.timeout(30):
+            slow = await run(catalog, "slow")
+        assert desk.started.is_set()
+        await until(lambda: desk.cancelled == ["slow"], timeout=30)
         after = await run(catalog, "find_tickets")
     assert slow.envelope["error"]["code"] == "timeout"
     assert slow.envelope["error"]["retryable"] is True
-    assert "did not answer within 0.5 s" in slow.envelope["error"]["message"]
+    assert "did not answer within 2 s" in slow.envelope["error"]["message"]
     assert after.status == "ok"
 
 
@@ -395,7 +400,8 @@ async def test_a_server_that_never_answers_is_bounded_by_connect_timeout(engine:
     try:
         begun = time.monotonic()
         async with started(engine, entry(f"http://127.0.0.1:{port}/mcp", connect_timeout=0.5)) as catalog:
-            assert time.monotonic() - begun < 1.5
+            # Bounded (the server would hold it for ever), with room for a loaded machine.
+            assert time.monotonic() - begun < 10
             assert len(catalog.registry) == 0
     finally:
         for writer in accepted:
