@@ -30,7 +30,7 @@ async def test_a_confirmed_call_after_a_message_that_does_not_approve_writes_not
         assert not await is_read(vernis, notification_id)
         # The card's button no longer decides: the conversation moved on.
         await client.send("confirm_tool", confirmation_id=confirmation["confirmation_id"], approved=True)
-        (late,) = [e for e in await client.drain() if e["type"] == "error"]
+        (late,) = [e for e in await client.until("error") if e["type"] == "error"]
         assert late["code"] == "not_found"
     assert not await is_read(vernis, notification_id)
     assert await audit(vernis) == [("mark_notification_read", "refused")]

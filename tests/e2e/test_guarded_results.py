@@ -151,7 +151,8 @@ async def test_an_approved_mcp_writes_result_is_redacted_and_marked_untrusted_ev
     async with product.opened() as client:
         confirmation = await preview_refund(product, client, "refund")
         await client.send("confirm_tool", confirmation_id=confirmation["confirmation_id"], approved=True)
-        events = await client.drain()
+        # Through the result, then whatever follows it (the answer that goes on from it).
+        events = await client.until("tool_call_completed") + await client.drain()
         (done,) = [e for e in events if e["type"] == "tool_call_completed"]
         assert done["status"] == "ok"
         assert product.hostile.refunds == ["O-1"]

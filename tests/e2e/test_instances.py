@@ -141,7 +141,8 @@ async def test_two_tabs_on_two_instances_approving_at_once_write_once(pair: obje
                 await asyncio.gather(
                     first.send("confirm_tool", **command), second.send("confirm_tool", **command)
                 )
-                outcomes = [e["type"] for e in await first.drain(0.8) + await second.drain(0.3)]
+                # A loaded machine may take a while to answer both: quiet for longer than usual.
+                outcomes = [e["type"] for e in await first.drain(1.5) + await second.drain(0.5)]
         assert await is_read(one, notification_id)
         assert await audit(one) == [("mark_notification_read", "ok")]
         assert outcomes.count("error") == 1, outcomes
