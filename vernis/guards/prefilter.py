@@ -4,9 +4,8 @@ of a few substring lookups that skips, for most texts, a search that could not m
 A detector runs dozens of expressions over each text (the credential patterns alone are 48), and
 most texts match none of them. `needs(pattern)` reads the parsed expression (`re._parser`, the
 standard library's own) for what any match must hold: a literal run (`AKIA`, `-----BEGIN`), one of
-several (`ghp|gho|ghu`), a digit. When a text lacks one of
-them (`Prefilter.candidates`), `pattern` matches nowhere in it: skipping its search changes no
-finding.
+several (`ghp|gho|ghu`), a digit. When a text lacks one of them (`Prefilter.candidates`), the
+expression matches nowhere in it: skipping its search changes no finding.
 
 Sound by construction, not by testing: a requirement comes from a part that every match goes
 through (a repeat only when it runs at least once, an alternation only when each branch has one),
@@ -105,9 +104,10 @@ class Prefilter:
         ]
 
 
-def _strength(need: _Any) -> tuple[int, int]:
-    """Rarer first: the shortest needle's length (a digit counts one), then fewer needles."""
-    return min(1 if needle == DIGIT else len(needle) for needle in need), -len(need)
+def _strength(need: _Any) -> tuple[int, int, tuple[str, ...]]:
+    """Rarer first: the shortest needle's length (a digit counts one), then fewer needles; then
+    the needles themselves, so that the order never depends on the hash seed."""
+    return min(1 if needle == DIGIT else len(needle) for needle in need), -len(need), tuple(sorted(need))
 
 
 def _sequence(items: _parser.SubPattern, folded: bool) -> list[_Any]:
