@@ -263,8 +263,9 @@ class UI:
     def answers(self) -> Locator:
         return self.log.locator(".msg.assistant")
 
-    async def answered(self, count: int = 1, *, seconds: float = 5) -> Locator:
-        """Wait until `count` answers are shown and none streams (for at most `seconds`); the last one."""
+    async def answered(self, count: int = 1, *, seconds: float = 15) -> Locator:
+        """Wait until `count` answers are shown and none streams (for at most `seconds`: a long
+        answer on a loaded machine takes a while); the last one."""
         await expect(self.answers()).to_have_count(count, timeout=seconds * 1000)
         await expect(self.log.locator(".msg.assistant[data-streaming]")).to_have_count(
             0, timeout=seconds * 1000

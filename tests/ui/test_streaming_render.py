@@ -116,7 +116,7 @@ async def test_grouped_blocks_are_laid_out_as_the_same_blocks_ungrouped(ui: UI) 
     ui.vernis.scripted.add(Reply(text, chunk_delay=0.001), match="parts")
     await ui.open()
     await ui.send("the parts please")
-    markdown = (await ui.answered()).locator(".markdown")
+    markdown = (await ui.answered(seconds=60)).locator(".markdown")
     assert await markdown.locator(":scope > .blocks").count() > 3
     for expanded in (False, True):
         if expanded:
