@@ -227,11 +227,13 @@ _CYRILLIC_PATTERNS = tuple((re.compile(p, re.IGNORECASE), s, k) for p, s, k in _
 _HAS_CYRILLIC = re.compile(r"[\u0400-\u04ff]")
 
 
-def detect_injection(text: str) -> list[Finding]:
-    """Injection signals in `text` (the `scan` view). Spans are in the view they were found in
-    (skeleton or lower case), which only the allow-list compares with; injection is never redacted."""
+def detect_injection(text: str, folded: str | None = None) -> list[Finding]:
+    """Injection signals in `text` (the `scan` view; `folded`: its `skeleton`, if the caller has it
+    already). Spans are in the view they were found in (skeleton or lower case), which only the
+    allow-list compares with; injection is never redacted."""
     findings = []
-    folded = skeleton(text)
+    if folded is None:
+        folded = skeleton(text)
     for index in _LATIN_FILTER.candidates(folded):
         pattern, severity, kind = _LATIN_PATTERNS[index]
         for match in pattern.finditer(folded):

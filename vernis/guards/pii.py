@@ -85,7 +85,12 @@ def _card_grouping(candidate: str) -> bool:
     return set(groups[:-1]) == {3} and 1 <= groups[-1] <= 4 and not separators <= {",", "."}
 
 
+_CARD_FILTER = Prefilter([_CARD])
+
+
 def _cards(text: str) -> Iterator[tuple[int, int, str]]:
+    if not _CARD_FILTER.candidates(text):  # no digit in it
+        return
     for match in _CARD.finditer(text):
         digits = _CARD_GAP.sub("", match[0])
         if not (13 <= len(digits) <= 19 and _CARD_PREFIX.match(digits) and luhn.is_valid(digits)):
@@ -99,9 +104,12 @@ def _cards(text: str) -> Iterator[tuple[int, int, str]]:
 # --- IBAN ----------------------------------------------------------------------------------------
 
 _IBAN = re.compile(r"(?<![\w])[A-Za-z]{2}\d{2}(?:[ ]?[A-Za-z0-9]){11,30}(?![\w])")
+_IBAN_FILTER = Prefilter([_IBAN])
 
 
 def _ibans(text: str) -> Iterator[tuple[int, int, str]]:
+    if not _IBAN_FILTER.candidates(text):  # no two digits in a row
+        return
     for match in _IBAN.finditer(text):
         candidate = match[0]
         # The pattern may run into the next word ("... 3000 please"): shorten until it checks.
@@ -196,13 +204,15 @@ _SPELT_EMAIL = re.compile(
     r"[A-Za-z0-9-]{1,63}(?:\s*[(\[{]\s*dot\s*[)\]}]\s*[A-Za-z0-9-]{1,63})+",
     re.IGNORECASE,
 )
+# The part of `_SPELT_EMAIL` every match holds ("(at)", "[ at ]"): most texts say "at" in words only.
+_SPELT_AT = re.compile(r"[(\[{]\s*at\s*[)\]}]", re.IGNORECASE)
 
 
 def _emails(text: str) -> Iterator[tuple[int, int, str]]:
     if "@" in text:
         for match in _EMAIL.finditer(text):
             yield match.start(), match.end(), "address"
-    if "at" in text.lower():
+    if _SPELT_AT.search(text):
         for match in _SPELT_EMAIL.finditer(text):
             yield match.start(), match.end(), "spelt_address"
 
@@ -210,14 +220,23 @@ def _emails(text: str) -> Iterator[tuple[int, int, str]]:
 # --- phone numbers -------------------------------------------------------------------------------
 
 # A number right after one of these is an order, invoice or ticket number, not a phone.
+_DIGIT_RUN = re.compile(r"[0-9]+")
 _NOT_A_PHONE = re.compile(
     r"(?:order|invoice|inv|ref|reference|ticket|case|id|no|nr|number|account|acct|po|sku|#)[\s.:#-]*$",
     re.IGNORECASE,
 )
 
 
+def _digit_count(text: str) -> int:
+    """How many characters of `text` are digits (`str.isdigit`); in ASCII, those of [0-9], whose
+    runs a regular expression finds in C rather than a loop over every character."""
+    if text.isascii():
+        return sum(map(len, _DIGIT_RUN.findall(text)))
+    return sum(map(str.isdigit, text))
+
+
 def _phones(text: str, region: str | None) -> Iterator[tuple[int, int, str]]:
-    if sum(char.isdigit() for char in text) < 7:
+    if _digit_count(text) < 7:
         return
     for match in phonenumbers.PhoneNumberMatcher(text, region, leniency=phonenumbers.Leniency.VALID):
         before = text[max(0, match.start - 24) : match.start]
@@ -280,6 +299,8 @@ _PASSWORD = re.compile(
     re.IGNORECASE,
 )
 
+_WORDED_FILTER = Prefilter([_BASIC_AUTH, _PASSWORD])
+
 
 def _credentials(text: str) -> Iterator[tuple[int, int, str]]:
     for index in _SECRET_FILTER.candidates(text):
@@ -287,10 +308,11 @@ def _credentials(text: str) -> Iterator[tuple[int, int, str]]:
         for match in pattern.finditer(text):
             if match.end() > match.start():
                 yield match.start(), match.end(), name
-    for match in _BASIC_AUTH.finditer(text):
+    worded = _WORDED_FILTER.candidates(text)
+    for match in _BASIC_AUTH.finditer(text) if 0 in worded else ():
         if _is_user_password(match["value"]):
             yield match.start("value"), match.end("value"), "basic_auth"
-    for match in _PASSWORD.finditer(text):
+    for match in _PASSWORD.finditer(text) if 1 in worded else ():
         value = match["value"].rstrip(".,;!?\"'”)")
         if len(value) >= 6:
             yield match.start("value"), match.start("value") + len(value), "password_phrase"

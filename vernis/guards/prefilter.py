@@ -22,20 +22,31 @@ from collections.abc import Sequence
 # The parser `re.compile` itself uses (the standard library has no public one; no stubs either).
 from re import _constants as _c  # type: ignore[attr-defined]
 from re import _parser  # type: ignore[attr-defined]
+from typing import Any
 
-__all__ = ["DIGIT", "Prefilter", "needs"]
+__all__ = ["Prefilter", "digits", "needs"]
 
-# The need for any ASCII digit (the text is ASCII when filtered). Not ASCII itself: no literal
-# needle (they are ASCII) is ever taken for it.
-DIGIT = "\N{MIDDLE DOT}digit"
-_ANY_DIGIT = re.compile(r"[0-9]")
+# A needle for `n` ASCII digits in a row (the text is ASCII when filtered): this, then `n`. Not
+# ASCII itself: no literal needle (they are ASCII) is ever taken for one.
+_DIGITS_NEEDLE = "\N{MIDDLE DOT}digits:"
+_DIGIT_RUN = re.compile(r"[0-9]+")
 _DIGITS = range(0x30, 0x3A)
 _REPEATS = (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT)
 
-# One requirement: a match contains at least one of these (a literal, or `DIGIT`).
+# One requirement: a match contains at least one of these (a literal, or `digits(n)`).
 _Any = frozenset[str]
 # A needle as looked up: the string, and whether in the lowered text.
 _Key = tuple[str, bool]
+
+
+def digits(n: int) -> str:
+    """The needle of `n` ASCII digits in a row."""
+    return f"{_DIGITS_NEEDLE}{n}"
+
+
+def _run_of(needle: str) -> int:
+    """The digits in a row a `digits()` needle asks for; 0 for a literal."""
+    return int(needle[len(_DIGITS_NEEDLE) :]) if needle.startswith(_DIGITS_NEEDLE) else 0
 
 
 def needs(pattern: re.Pattern[str]) -> list[_Any]:
@@ -58,7 +69,7 @@ class Prefilter:
         # the expressions found that way.
         exact: dict[str, list[int]] = {}
         lowered: dict[str, list[int]] = {}
-        digit: list[int] = []
+        runs: dict[int, list[int]] = {}
         self._others: dict[int, list[list[_Key]]] = {}
         for index, pattern in enumerate(patterns):
             folded = bool(pattern.flags & re.IGNORECASE)
@@ -67,15 +78,15 @@ class Prefilter:
                 self._always.append(index)
                 continue
             for needle in found[0]:
-                if needle == DIGIT:
-                    digit.append(index)
+                if run := _run_of(needle):
+                    runs.setdefault(run, []).append(index)
                 else:
                     (lowered if folded else exact).setdefault(needle, []).append(index)
             if len(found) > 1:
                 self._others[index] = [[(needle, folded) for needle in one] for one in found[1:]]
         self._exact = [(needle, tuple(indexes)) for needle, indexes in exact.items()]
         self._lowered = [(needle, tuple(indexes)) for needle, indexes in lowered.items()]
-        self._digit = tuple(digit)
+        self._runs = [(run, tuple(indexes)) for run, indexes in sorted(runs.items())]
 
     def candidates(self, text: str) -> Sequence[int]:
         if not text.isascii():
@@ -84,16 +95,16 @@ class Prefilter:
         # One comprehension per view: the needles are looked up in C, the loop is the cost.
         found = [indexes for needle, indexes in self._exact if needle in text]
         found += [indexes for needle, indexes in self._lowered if needle in lowered]
-        if self._digit and _ANY_DIGIT.search(text) is not None:
-            found.append(self._digit)
+        longest = max(map(len, _DIGIT_RUN.findall(text)), default=0) if self._runs else 0
+        found += [indexes for run, indexes in self._runs if run <= longest]
         if not found and not self._always:
             return ()
         hits = set(self._always).union(*found)
 
         def has(key: _Key) -> bool:
             needle, folded = key
-            if needle == DIGIT:
-                return _ANY_DIGIT.search(text) is not None
+            if run := _run_of(needle):
+                return run <= max(map(len, _DIGIT_RUN.findall(text)), default=0)
             return needle in (lowered if folded else text)
 
         others = self._others
@@ -105,28 +116,44 @@ class Prefilter:
 
 
 def _strength(need: _Any) -> tuple[int, int, tuple[str, ...]]:
-    """Rarer first: the shortest needle's length (a digit counts one), then fewer needles; then
-    the needles themselves, so that the order never depends on the hash seed."""
-    return min(1 if needle == DIGIT else len(needle) for needle in need), -len(need), tuple(sorted(need))
+    """Rarer first: the shortest needle's length (digits in a row count their number), then fewer
+    needles; then the needles themselves, so that the order never depends on the hash seed."""
+    return min(_run_of(needle) or len(needle) for needle in need), -len(need), tuple(sorted(need))
 
 
 def _sequence(items: _parser.SubPattern, folded: bool) -> list[_Any]:
     """Every requirement that a match of the sequence `items` must meet (all of them)."""
     needs: list[_Any] = []
     run: list[str] = []
+    in_a_row = 0  # mandatory digits in a row so far
 
     def end_run() -> None:
         if run:
             literal = "".join(run)
-            if literal.isascii():
+            if literal.isascii() or not (folded and _folds_to_ascii(literal)):
+                # One beyond ASCII is never in a text that is filtered (all ASCII): an expression
+                # (or a branch) that needs it is skipped there, unless under IGNORECASE it matches
+                # an ASCII letter too (the Kelvin sign a "k").
                 needs.append(frozenset({literal.lower() if folded else literal}))
             run.clear()
 
+    def end_digits() -> None:
+        nonlocal in_a_row
+        if in_a_row:
+            needs.append(frozenset({digits(in_a_row)}))
+            in_a_row = 0
+
     for op, av in items:
         if op is _c.LITERAL:
+            end_digits()
             run.append(chr(av))
             continue
         end_run()
+        count = _digits_counted(op, av)
+        if count:
+            in_a_row += count
+            continue
+        end_digits()
         if op is _c.SUBPATTERN:
             _group, add_flags, del_flags, inner = av
             if not add_flags and not del_flags:
@@ -139,13 +166,35 @@ def _sequence(items: _parser.SubPattern, folded: bool) -> list[_Any]:
             one = _branches(av[1], folded)
             if one is not None:
                 needs.append(one)
-        elif op is _c.IN and _digits_only(av):
-            needs.append(frozenset({DIGIT}))
         elif op is _c.ATOMIC_GROUP:
             needs.extend(_sequence(av, folded))
         # Anything else (a class, a lookaround, an anchor, a back-reference) requires nothing here.
     end_run()
+    end_digits()
     return needs
+
+
+def _folds_to_ascii(literal: str) -> bool:
+    """Whether, ignoring case as `re` does, a character of `literal` beyond ASCII matches an ASCII one."""
+    return any(
+        re.fullmatch(re.escape(char), chr(code), re.IGNORECASE)
+        for char in literal
+        if not char.isascii()
+        for code in range(128)
+    )
+
+
+def _digits_counted(op: Any, av: Any) -> int:
+    """How many digits in a row the item must match: a class of ASCII digits (1), or a repeat of one
+    (its minimum); 0 for anything else."""
+    if op is _c.IN:
+        return 1 if _digits_only(av) else 0
+    if op in _REPEATS:
+        low: int = av[0]
+        inner = av[2]
+        if low >= 1 and len(inner) == 1 and inner[0][0] is _c.IN and _digits_only(inner[0][1]):
+            return low
+    return 0
 
 
 def _branches(branches: list[_parser.SubPattern], folded: bool) -> _Any | None:

@@ -53,9 +53,10 @@ def _detect(
         allowed = policy.allowed_spans(scan, folded=False)
         findings.extend(f for f in detect_pii(scan, pii, region) if not _inside(f.start, f.end, allowed))
     if policy.scans_injection:
-        folded_allowed = policy.allowed_spans(skeleton(scan), folded=True)
+        folded = skeleton(scan)  # once: the allow-list and the detectors both read it
+        folded_allowed = policy.allowed_spans(folded, folded=True)
         plain_allowed = policy.allowed_spans(scan, folded=False)
-        for finding in detect_injection(scan):
+        for finding in detect_injection(scan, folded):
             # Latin signals are found in the skeleton, Cyrillic ones in the plain text.
             if not (
                 _inside(finding.start, finding.end, folded_allowed)
