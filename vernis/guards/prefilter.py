@@ -4,13 +4,15 @@ of a few substring lookups that skips, for most texts, a search that could not m
 A detector runs dozens of expressions over each text (the credential patterns alone are 48), and
 most texts match none of them. `needs(pattern)` reads the parsed expression (`re._parser`, the
 standard library's own) for what any match must hold: a literal run (`AKIA`, `-----BEGIN`), one of
-several (`ghp|gho|ghu`), a digit. When a text lacks one of them (`Prefilter.candidates`), the
-expression matches nowhere in it: skipping its search changes no finding.
+several (`ghp|gho|ghu`), so many digits in a row (a US social security number: three, two and four).
+When a text lacks one of them (`Prefilter.candidates`), the expression matches nowhere in it:
+skipping its search changes no finding.
 
 Sound by construction, not by testing: a requirement comes from a part that every match goes
 through (a repeat only when it runs at least once, an alternation only when each branch has one),
 and anything not understood (lookarounds, classes other than digits, inline flags) requires
-nothing. Under IGNORECASE the lookup is in the lowered text, which matches the expression's case
+nothing; digits in a row are counted only where nothing else comes between them. Under IGNORECASE
+the lookup is in the lowered text, which matches the expression's case
 folding for ASCII only; a text with any other character is never filtered.
 """
 
@@ -130,10 +132,11 @@ def _sequence(items: _parser.SubPattern, folded: bool) -> list[_Any]:
     def end_run() -> None:
         if run:
             literal = "".join(run)
-            if literal.isascii() or not (folded and _folds_to_ascii(literal)):
-                # One beyond ASCII is never in a text that is filtered (all ASCII): an expression
-                # (or a branch) that needs it is skipped there, unless under IGNORECASE it matches
-                # an ASCII letter too (the Kelvin sign a "k").
+            # One beyond ASCII is never in a text that is filtered (all ASCII): an expression (or
+            # a branch) that needs it is skipped there, unless under IGNORECASE it matches an ASCII
+            # letter too (the Kelvin sign a "k"). None may pass for a `digits()` needle.
+            beyond = not literal.isascii() and folded and _folds_to_ascii(literal)
+            if not beyond and not literal.startswith(_DIGITS_NEEDLE):
                 needs.append(frozenset({literal.lower() if folded else literal}))
             run.clear()
 
