@@ -12,8 +12,8 @@ Sound by construction, not by testing: a requirement comes from a part that ever
 through (a repeat only when it runs at least once, an alternation only when each branch has one),
 and anything not understood (lookarounds, classes other than digits, inline flags) requires
 nothing; digits in a row are counted only where nothing else comes between them. Under IGNORECASE
-the lookup is in the lowered text, which matches the expression's case
-folding for ASCII only; a text with any other character is never filtered.
+the lookup is in the lowered text, which matches the expression's case folding for ASCII only; a
+text with any other character is never filtered.
 """
 
 from __future__ import annotations
