@@ -171,7 +171,7 @@ _NATIONAL_IDS = (
     ),
 )
 
-# Every one of them needs a digit (`vernis.guards.prefilter`).
+# Each needs three digits in a row or more (`vernis.guards.prefilter`): a short number runs none.
 _NATIONAL_FILTER = Prefilter([kind.pattern for kind in _NATIONAL_IDS])
 
 
@@ -219,8 +219,8 @@ def _emails(text: str) -> Iterator[tuple[int, int, str]]:
 
 # --- phone numbers -------------------------------------------------------------------------------
 
-# A number right after one of these is an order, invoice or ticket number, not a phone.
 _DIGIT_RUN = re.compile(r"[0-9]+")
+# A number right after one of these is an order, invoice or ticket number, not a phone.
 _NOT_A_PHONE = re.compile(
     r"(?:order|invoice|inv|ref|reference|ticket|case|id|no|nr|number|account|acct|po|sku|#)[\s.:#-]*$",
     re.IGNORECASE,
