@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import string
+import subprocess
+import sys
 from pathlib import Path
 from re import _constants as _c  # type: ignore[attr-defined]
 from re import _parser  # type: ignore[attr-defined]
@@ -232,3 +235,28 @@ def test_the_digits_of_a_text_are_counted_as_str_isdigit_counts_them(text: str) 
     """The phone detector's digit count, fast for ASCII, is `str.isdigit`'s in every text (superscripts
     and other scripts' digits included)."""
     assert pii._digit_count(text) == sum(char.isdigit() for char in text)
+
+
+def test_the_index_does_not_depend_on_the_hash_seed() -> None:
+    """Two processes under different hash seeds index every filtered group alike (which needles,
+    which expressions under each, what else each needs)."""
+    program = (
+        "from vernis.guards import injection, pii\n"
+        "out = []\n"
+        "for f in (pii._SECRET_FILTER, pii._WORDED_FILTER, pii._NATIONAL_FILTER, injection._LATIN_FILTER):\n"
+        "    out += [sorted(f._exact), sorted(f._lowered), f._runs, f._always,\n"
+        "            sorted((k, sorted(map(sorted, v))) for k, v in f._others.items())]\n"
+        "print(repr(out))\n"
+    )
+    indexes = [
+        subprocess.run(
+            [sys.executable, "-c", program],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2")
+    ]
+    assert indexes[0]
+    assert indexes[0] == indexes[1]

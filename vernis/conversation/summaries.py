@@ -86,8 +86,13 @@ class SummaryStore:
         messages, or of the conversation it continues)."""
         now = utcnow()
         through = {"through_message_id": through_message_id, "conversation_id": conversation_id}
-        row: dict[str, Any] = {**through, "id": random_uuid(), "text": text, "model": model}
-        row["created_at"] = now
+        row: dict[str, Any] = {
+            **through,
+            "id": random_uuid(),
+            "text": text,
+            "model": model,
+            "created_at": now,
+        }
 
         def store(writer: Writer) -> int:
             position = writer.scalar(_POSITION, through)

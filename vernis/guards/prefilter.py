@@ -28,15 +28,15 @@ from typing import Any
 
 __all__ = ["Prefilter", "digits", "needs"]
 
-# A needle for `n` ASCII digits in a row (the text is ASCII when filtered): this, then `n`. Not
-# ASCII itself: no literal needle (they are ASCII) is ever taken for one.
+# A needle for `n` ASCII digits in a row (the text is ASCII when filtered): this, then `n`. A
+# literal that starts so is never a needle (`_sequence`), so none is taken for one.
 _DIGITS_NEEDLE = "\N{MIDDLE DOT}digits:"
 _DIGIT_RUN = re.compile(r"[0-9]+")
 _DIGITS = range(0x30, 0x3A)
 _REPEATS = (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT)
 
 # One requirement: a match contains at least one of these (a literal, or `digits(n)`).
-_Any = frozenset[str]
+_OneOf = frozenset[str]
 # A needle as looked up: the string, and whether in the lowered text.
 _Key = tuple[str, bool]
 
@@ -51,7 +51,7 @@ def _run_of(needle: str) -> int:
     return int(needle[len(_DIGITS_NEEDLE) :]) if needle.startswith(_DIGITS_NEEDLE) else 0
 
 
-def needs(pattern: re.Pattern[str]) -> list[_Any]:
+def needs(pattern: re.Pattern[str]) -> list[_OneOf]:
     """Requirements that every match of `pattern` meets, all of them (literals lowered when the
     pattern ignores case); the strongest first. Empty: nothing is known."""
     folded = bool(pattern.flags & re.IGNORECASE)
@@ -93,11 +93,10 @@ class Prefilter:
     def candidates(self, text: str) -> Sequence[int]:
         if not text.isascii():
             return self._all
-        lowered = text.lower()
+        _, lowered, longest = _view(text)
         # One comprehension per view: the needles are looked up in C, the loop is the cost.
         found = [indexes for needle, indexes in self._exact if needle in text]
         found += [indexes for needle, indexes in self._lowered if needle in lowered]
-        longest = max(map(len, _DIGIT_RUN.findall(text)), default=0) if self._runs else 0
         found += [indexes for run, indexes in self._runs if run <= longest]
         if not found and not self._always:
             return ()
@@ -106,7 +105,7 @@ class Prefilter:
         def has(key: _Key) -> bool:
             needle, folded = key
             if run := _run_of(needle):
-                return run <= max(map(len, _DIGIT_RUN.findall(text)), default=0)
+                return run <= longest
             return needle in (lowered if folded else text)
 
         others = self._others
@@ -117,15 +116,29 @@ class Prefilter:
         ]
 
 
-def _strength(need: _Any) -> tuple[int, int, tuple[str, ...]]:
+# The last text looked at, lowered, and its longest run of digits: the detectors of one scan each
+# filter the same text. One tuple, read and replaced whole: safe from the guards' threads.
+_last: tuple[str, str, int] = ("", "", 0)
+
+
+def _view(text: str) -> tuple[str, str, int]:
+    global _last
+    last = _last
+    if last[0] is text:
+        return last
+    last = _last = (text, text.lower(), max(map(len, _DIGIT_RUN.findall(text)), default=0))
+    return last
+
+
+def _strength(need: _OneOf) -> tuple[int, int, tuple[str, ...]]:
     """Rarer first: the shortest needle's length (digits in a row count their number), then fewer
     needles; then the needles themselves, so that the order never depends on the hash seed."""
     return min(_run_of(needle) or len(needle) for needle in need), -len(need), tuple(sorted(need))
 
 
-def _sequence(items: _parser.SubPattern, folded: bool) -> list[_Any]:
+def _sequence(items: _parser.SubPattern, folded: bool) -> list[_OneOf]:
     """Every requirement that a match of the sequence `items` must meet (all of them)."""
-    needs: list[_Any] = []
+    needs: list[_OneOf] = []
     run: list[str] = []
     in_a_row = 0  # mandatory digits in a row so far
 
@@ -200,7 +213,7 @@ def _digits_counted(op: Any, av: Any) -> int:
     return 0
 
 
-def _branches(branches: list[_parser.SubPattern], folded: bool) -> _Any | None:
+def _branches(branches: list[_parser.SubPattern], folded: bool) -> _OneOf | None:
     """What a match of one of `branches` must contain: each branch's strongest need, together; None
     when some branch needs nothing."""
     union: set[str] = set()
