@@ -61,7 +61,10 @@ CHROMIUM_FLAGS = [
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 VENDOR = ROOT / "static" / "vendor"
+# One bound for the page's actions and for `expect`'s assertions (Playwright's own default for the
+# latter is 5 s, too short for a first answer on CI's machine with four workers and Chromium).
 TIMEOUT_MS = 10_000
+expect.set_options(timeout=TIMEOUT_MS)
 
 UIFactory = Callable[..., AbstractAsyncContextManager[Vernis]]
 
