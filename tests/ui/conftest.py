@@ -65,6 +65,7 @@ VENDOR = ROOT / "static" / "vendor"
 # latter is 5 s, too short for a first answer on CI's machine with four workers and Chromium).
 TIMEOUT_MS = 10_000
 expect.set_options(timeout=TIMEOUT_MS)
+UI_STALL_TIMEOUT = 10.0
 
 UIFactory = Callable[..., AbstractAsyncContextManager[Vernis]]
 
@@ -121,10 +122,14 @@ def ui_factory(database_url: str, seeded: SeedResult, scripted: ScriptedServer) 
     """Start a Vernis for the UI with settings overridden: `async with ui_factory(rate_limit=...) as v:`.
 
     Like `vernis serve --scripted-model`, the app knows its answers are scripted (`scripted_flag`).
+    The model's stall timeout is 10 s, not the suite's 2: no UI test stalls a model, and on a loaded
+    machine the test's process (the server, the scripted model and Playwright in one event loop)
+    was once 2 s late with a first chunk, retried, and got another answer than the test's.
     """
 
     @asynccontextmanager
     async def start(*, scripted_flag: bool = True, **overrides: Any) -> AsyncIterator[Vernis]:
+        overrides.setdefault("llm_stall_timeout", UI_STALL_TIMEOUT)
         settings = make_settings(database_url, scripted, **overrides)
         app = create_app(settings, scripted=scripted_flag)
         async with run_server(app, **uvicorn_options(settings)) as server:
