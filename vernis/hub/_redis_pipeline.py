@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import hashlib
 import logging
 import math
 import time
@@ -185,9 +186,13 @@ class _Line:
     the other without waiting for the replies of those before (Redis runs them and answers in the
     order written), and the replies are read in that order.
 
-    Each call is `EVAL` with the script's text: Redis keeps the script compiled under its digest,
-    so a call costs it a digest of the text, and never fails with "no such script" (Redis
-    restarted or flushed its scripts) in the middle of calls already written.
+    Each call is `EVALSHA`, the script named by its digest: the connection loads the script
+    (`SCRIPT LOAD`) when it is made, before its first call. Sending the text with every call
+    (`EVAL`) cost both sides a copy of its 4 KB and Redis a digest of it, and the paced load's
+    latency in Redis mode (`bench/results/2026-11-server.md`, session 22). A Redis that forgot its
+    scripts since (flushed them; a restart drops the connection anyway) answers "no such script",
+    having run nothing: the call fails like a lost connection, and its batches, with those written
+    after them, go again on a new connection, which loads the script first.
 
     Not a connection of the pool, and without redis-py's socket timeout, for what each would add to
     every call: the blocking pool's checkout (its condition, its lock, its timing records) costs
@@ -201,11 +206,15 @@ class _Line:
         pool = client.connection_pool
         self._connection_class = pool.connection_class
         self._connection_kwargs = {**pool.connection_kwargs, "socket_timeout": None}
-        # Every call is `EVAL script *head *tail` (`tail` arguments of its own): what is the same in
-        # every call is packed once, as the protocol has it (redis-py would pack and copy the
-        # script's text for each call).
+        # Every call is `EVALSHA digest *head *tail` (`tail` arguments of its own): what is the same
+        # in every call is packed once, as the protocol has it.
+        self._script = script
+        digest = hashlib.sha1(script.encode(), usedforsecurity=False).hexdigest()
         self._packed_head = b"".join(
-            [b"*%d\r\n" % (2 + len(head) + tail), *(_bulk(part.encode()) for part in ("EVAL", script, *head))]
+            [
+                b"*%d\r\n" % (2 + len(head) + tail),
+                *(_bulk(part.encode()) for part in ("EVALSHA", digest, *head)),
+            ]
         )
         self._tail = tail
         self._connection: AbstractConnection | None = None
@@ -225,6 +234,9 @@ class _Line:
             try:
                 async with asyncio.timeout(CALL_SECONDS):
                     await connection.connect()  # type: ignore[no-untyped-call]
+                    # In Redis's cache before the first call written here, which names it by digest.
+                    await connection.send_command("SCRIPT", "LOAD", self._script, check_health=False)
+                    await connection.read_response(timeout=math.inf)
             except BaseException:
                 await self.forget(connection)
                 raise

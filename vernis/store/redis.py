@@ -38,8 +38,8 @@ def lua_script(package: str, name: str) -> str:
     """The text of the script `<package>/lua/<name>.lua`, without the comment lines that open the file.
 
     Those lines state the script's contract (its keys, its arguments, its reply) for its reader; they
-    are not sent to Redis, which receives a script's whole text with every `EVAL`. A missing file
-    raises at once, at the import of the module that names it.
+    are not sent to Redis, which loads and digests a script's whole text. A missing file raises at
+    once, at the import of the module that names it.
     """
     text = files(package).joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
     lines = text.splitlines(keepends=True)
