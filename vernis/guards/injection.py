@@ -192,7 +192,10 @@ _LATIN: tuple[tuple[str, Severity, str], ...] = (
         "fake_marker",
     ),
     (
-        r"(?:^|\n)\s*(?:#{2,}|\[|<|\*\*)\s*(?:system|developer|assistant|tool)(?:\s(?:message|prompt|note|override|update))?\s*(?:\]|>|:|\*\*)",
+        # The spaces before the marker are the line's own ([^\S\n], not \s): \s would let every
+        # line start of a run of blank lines take all the lines after it, and give them back one by
+        # one, a search as slow as the square of the run (8,000 newlines: a second).
+        r"(?:^|\n)[^\S\n]*(?:#{2,}|\[|<|\*\*)\s*(?:system|developer|assistant|tool)(?:\s(?:message|prompt|note|override|update))?\s*(?:\]|>|:|\*\*)",
         Severity.MEDIUM,
         "fake_marker",
     ),
