@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import uuid
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from tests.members import member
 from vernis.config import GuardsSection
 from vernis.guards import Action, GuardPolicy, GuardService, OrganizationPolicy, ScanResult
 from vernis.guards.findings import Location
+from vernis.guards.scan import scan_text
 
 MEMBER = member()
 CONVERSATION = uuid.uuid4()
@@ -93,6 +95,19 @@ async def test_a_guard_that_times_out_blocks(release: threading.Event) -> None:
 
     guards = GuardService(GuardPolicy(GuardsSection(timeout=0.05)), scanner=stuck)
     verdict = await guards.check_input("hello", MEMBER, None)
+    assert verdict.blocked
+    assert verdict.failed
+
+
+async def test_a_scan_that_holds_the_gil_past_the_deadline_blocks() -> None:
+    """A scan whose search holds the GIL past the deadline (its result comes in before the loop's timer is served) still blocks, as failed."""
+
+    def backtracking(text: str, policy: OrganizationPolicy, region: str | None) -> ScanResult:
+        re.search(r"(a+)+$", "a" * 23 + "b")  # half a second here, all of it holding the GIL
+        return scan_text(text, policy, region)
+
+    guards = GuardService(GuardPolicy(GuardsSection(timeout=0.05)), scanner=backtracking)
+    verdict = await guards.check_input("hello there", MEMBER, None)
     assert verdict.blocked
     assert verdict.failed
 

@@ -348,8 +348,12 @@ class GuardService:
     # --- running, counting, auditing --------------------------------------------------------------
 
     async def _scan(self, work: Callable[[], _T]) -> _T:
+        """`work`'s result from a worker; raises what it raised, or `TimeoutError` when it ended
+        after the deadline, whether or not its result came first."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         try:
-            return await asyncio.wait_for(self._workers.submit(work), self.policy.timeout)
+            result = await asyncio.wait_for(self._workers.submit(work), self.policy.timeout)
         except TimeoutError:
             logger.error("guard scan missed its %.1f s deadline; blocked", self.policy.timeout)
             self._workers.replace_stuck()
@@ -357,6 +361,15 @@ class GuardService:
         except Exception:
             logger.exception("guard scan failed; blocked")
             raise
+        # `wait_for` returns a result that came in before its timer was served, however late: a
+        # search holds the GIL to its end, so the loop may run again only once the scan is done.
+        took = loop.time() - started
+        if took > self.policy.timeout:
+            logger.error(
+                "guard scan took %.1f s, past its %.1f s deadline; blocked", took, self.policy.timeout
+            )
+            raise TimeoutError
+        return result
 
     async def _failed(
         self, location: Location, member: Subject, conversation_id: UUID | None, tool_name: str | None
