@@ -18,7 +18,7 @@ import pytest
 from vernis.guards import injection, pii
 from vernis.guards.corpus import load_corpus
 from vernis.guards.normalise import normalise, skeleton
-from vernis.guards.prefilter import Prefilter, digits, needs
+from vernis.guards.prefilter import Prefilter, digit_count, digits, needs
 
 SECRETS = [pattern for _, pattern in pii._SECRET_PATTERNS]
 NATIONAL_IDS = [kind.pattern for kind in pii._NATIONAL_IDS]
@@ -233,8 +233,10 @@ def test_a_need_beyond_ascii_skips_only_ascii_texts_and_never_one_that_folds_to_
 )
 def test_the_digits_of_a_text_are_counted_as_str_isdigit_counts_them(text: str) -> None:
     """The phone detector's digit count, fast for ASCII, is `str.isdigit`'s in every text (superscripts
-    and other scripts' digits included)."""
-    assert pii._digit_count(text) == sum(char.isdigit() for char in text)
+    and other scripts' digits included), before and after a filter of the same text shares its runs."""
+    assert digit_count(text) == sum(char.isdigit() for char in text)
+    Prefilter([re.compile(r"\d{3}")]).candidates(text)
+    assert digit_count(text) == sum(char.isdigit() for char in text)
 
 
 def test_the_index_does_not_depend_on_the_hash_seed() -> None:

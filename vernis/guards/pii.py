@@ -35,7 +35,7 @@ from stdnum.se import personnummer
 from stdnum.us import ssn
 
 from vernis.guards.findings import Category, Finding, Severity
-from vernis.guards.prefilter import Prefilter
+from vernis.guards.prefilter import Prefilter, digit_count
 
 __all__ = ["detect_pii"]
 
@@ -219,7 +219,6 @@ def _emails(text: str) -> Iterator[tuple[int, int, str]]:
 
 # --- phone numbers -------------------------------------------------------------------------------
 
-_DIGIT_RUN = re.compile(r"[0-9]+")
 # A number right after one of these is an order, invoice or ticket number, not a phone.
 _NOT_A_PHONE = re.compile(
     r"(?:order|invoice|inv|ref|reference|ticket|case|id|no|nr|number|account|acct|po|sku|#)[\s.:#-]*$",
@@ -227,16 +226,8 @@ _NOT_A_PHONE = re.compile(
 )
 
 
-def _digit_count(text: str) -> int:
-    """How many characters of `text` are digits (`str.isdigit`); in ASCII, those of [0-9], whose
-    runs a regular expression finds in C rather than a loop over every character."""
-    if text.isascii():
-        return sum(map(len, _DIGIT_RUN.findall(text)))
-    return sum(map(str.isdigit, text))
-
-
 def _phones(text: str, region: str | None) -> Iterator[tuple[int, int, str]]:
-    if _digit_count(text) < 7:
+    if digit_count(text) < 7:
         return
     for match in phonenumbers.PhoneNumberMatcher(text, region, leniency=phonenumbers.Leniency.VALID):
         before = text[max(0, match.start - 24) : match.start]

@@ -26,7 +26,7 @@ from re import _constants as _c  # type: ignore[attr-defined]
 from re import _parser  # type: ignore[attr-defined]
 from typing import Any
 
-__all__ = ["Prefilter", "digits", "needs"]
+__all__ = ["Prefilter", "digit_count", "digits", "needs"]
 
 # A needle for `n` ASCII digits in a row (the text is ASCII when filtered): this, then `n`. A
 # literal that starts so is never a needle (`_sequence`), so none is taken for one.
@@ -93,7 +93,7 @@ class Prefilter:
     def candidates(self, text: str) -> Sequence[int]:
         if not text.isascii():
             return self._all
-        _, lowered, longest = _view(text)
+        _, lowered, longest, _ = _view(text)
         # One comprehension per view: the needles are looked up in C, the loop is the cost.
         found = [indexes for needle, indexes in self._exact if needle in text]
         found += [indexes for needle, indexes in self._lowered if needle in lowered]
@@ -116,18 +116,28 @@ class Prefilter:
         ]
 
 
-# The last text looked at, lowered, and its longest run of digits: the detectors of one scan each
-# filter the same text. One tuple, read and replaced whole: safe from the guards' threads.
-_last: tuple[str, str, int] = ("", "", 0)
+# The last text looked at, lowered, its longest run of digits and the lengths of all its runs: the
+# detectors of one scan each filter the same text. One tuple, read and replaced whole: safe from the
+# guards' threads.
+_last: tuple[str, str, int, list[int]] = ("", "", 0, [])
 
 
-def _view(text: str) -> tuple[str, str, int]:
+def _view(text: str) -> tuple[str, str, int, list[int]]:
     global _last
     last = _last
     if last[0] is text:
         return last
-    last = _last = (text, text.lower(), max(map(len, _DIGIT_RUN.findall(text)), default=0))
+    runs = list(map(len, _DIGIT_RUN.findall(text)))
+    last = _last = (text, text.lower(), max(runs, default=0), runs)
     return last
+
+
+def digit_count(text: str) -> int:
+    """How many characters of `text` are digits (`str.isdigit`); in ASCII, from the runs of [0-9]
+    the filters of the same text found already."""
+    if text.isascii():
+        return sum(_view(text)[3])
+    return sum(map(str.isdigit, text))
 
 
 def _strength(need: _OneOf) -> tuple[int, int, tuple[str, ...]]:
