@@ -19,8 +19,10 @@ same server and compares the server's CPU per delta.
 - The same load then runs against `bench/relay.py`, the floor: the same request relayed with the
   `openai` client's raw stream, one frame per delta, nothing else.
 
-Figures: delivered deltas/s (and the share of what the model offered), the latency Vernis adds to a
-delta (client receipt minus the stamp the model server wrote into the token), server CPU per delta
+Figures: delivered deltas/s (and the share of what the model offered; a delta is one of the model's
+chunks, counted by its stamp: Vernis sends the chunks that came in one read as one `text_delta`,
+the relay one frame each, and the burst's row of frames says how many carried them), the latency
+Vernis adds to a delta (client receipt minus the stamp the model server wrote into the token), server CPU per delta
 from /proc (fixed costs included), the fixed CPU per answer (from two answer lengths), the time to
 first token Vernis adds for one user, and the server's memory per idle socket. Run on a quiet
 machine and compare with the relay's figures of the same run; absolute figures move with the machine.
@@ -199,13 +201,24 @@ class Target:
 
 @dataclass
 class Tally:
+    # The model's deltas delivered: each carries its stamp (`t<µs>`), and Vernis sends the deltas
+    # that came in one read of the model's stream as one frame, so a frame may carry several.
     deltas: int = 0
+    frames: int = 0
     answers: int = 0
     latencies: list[int] = field(default_factory=list)
     first_token: list[int] = field(default_factory=list)
     measuring: bool = False
     load_busy: float = 0.0
     emitted: int = 0
+
+    def count(self, content: str, received: int) -> None:
+        """One frame's text: its deltas (their stamps) and the latency of each."""
+        self.frames += 1
+        for word in content.split():
+            if word[0] == "t":
+                self.deltas += 1
+                self.latencies.append(received - int(word[1:]))
 
 
 async def converse(
@@ -224,10 +237,7 @@ async def converse(
                 received = now_us()
                 content: str = event["content"]
                 if tally.measuring:
-                    tally.deltas += 1
-                    for word in content.split():
-                        if word[0] == "t":
-                            tally.latencies.append(received - int(word[1:]))
+                    tally.count(content, received)
                 if first:
                     first = False
                     words = content.split()
@@ -263,11 +273,7 @@ async def converse_agui(
                 event = orjson.loads(line[6:])
                 kind = event["type"]
                 if kind == "TEXT_MESSAGE_CONTENT" and tally.measuring:
-                    received = now_us()
-                    tally.deltas += 1
-                    for word in event["delta"].split():
-                        if word[0] == "t":
-                            tally.latencies.append(received - int(word[1:]))
+                    tally.count(event["delta"], now_us())
                 elif kind == "RUN_ERROR":
                     raise RuntimeError(event)
         done += 1
@@ -398,6 +404,7 @@ class Figures:
     p99: float = 0.0
     p999: float = 0.0
     burst_rate: float = 0.0
+    burst_frames: float = 0.0
     paced_cpu_us: float = 0.0
     fixed_ms: float = 0.0
     ttft_ms: float = 0.0
@@ -439,6 +446,7 @@ async def measure(target: Target, model: ModelServers, args: argparse.Namespace)
     await model.use(tokens=100, pace=0)
     tally, _ = await load(target, model, 50, args.seconds, args.warmup, next(members))
     figures.burst_rate = tally.deltas / args.seconds
+    figures.burst_frames = tally.frames / args.seconds
     figures.burst_load_busy = tally.load_busy
 
     print(f"[{target.name}] fixed cost: answers of 10 and 200 tokens", flush=True)
@@ -744,6 +752,13 @@ def table(vernis: Figures, relay: Figures, args: argparse.Namespace, storm: Stor
     if not (args.paced_only or args.idle_only or args.storm_only):
         lines += [
             row("burst, 50 x 100 tokens: deltas/s", "", vernis.burst_rate, relay.burst_rate, "{:,.0f}"),
+            row(
+                "burst: the frames that carried them, /s",
+                "",
+                vernis.burst_frames,
+                relay.burst_frames,
+                "{:,.0f}",
+            ),
             row("server CPU per paced delta (fixed included)", "µs", vernis.paced_cpu_us, relay.paced_cpu_us),
             row("fixed CPU per answer", "ms", vernis.fixed_ms, relay.fixed_ms, "{:,.2f}"),
             row("added time to first token, one user (p50)", "ms", vernis.ttft_ms, relay.ttft_ms, "{:,.2f}"),

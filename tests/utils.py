@@ -153,3 +153,13 @@ def _text(stream: io.TextIOWrapper) -> str:
     written = stream.buffer
     assert isinstance(written, io.BytesIO)
     return written.getvalue().decode()
+
+
+def squash(kinds: list[str]) -> list[str]:
+    """Event types with each run of `text_delta` (or `reasoning_delta`) collapsed into one: how many
+    deltas carry a text depends on how the model's chunks were read (one delta per read)."""
+    out: list[str] = []
+    for kind in kinds:
+        if not (kind in ("text_delta", "reasoning_delta") and out and out[-1] == kind):
+            out.append(kind)
+    return out

@@ -114,8 +114,8 @@ def offered(body: dict[str, Any]) -> list[str]:
 async def test_a_text_answer_is_emitted_chunk_by_chunk_with_its_usage(
     model: OpenAIChatModel, scripted: ScriptedServer
 ) -> None:
-    """Without tools, each streamed chunk is one TextChunk, the usage is emitted, the finish reason is returned and the request carries the messages and no tools."""
-    scripted.model.add(Reply(["Priya", " is", " in Lyon."], usage=(30, 5)))
+    """Without tools, each streamed chunk (arriving apart) is one TextChunk, the usage is emitted, the finish reason is returned and the request carries the messages and no tools."""
+    scripted.model.add(Reply(["Priya", " is", " in Lyon."], usage=(30, 5), chunk_delay=0.05))
 
     finish, emitted = await run(model, None)
 

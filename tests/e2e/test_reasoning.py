@@ -10,6 +10,7 @@ from typing import Any
 
 from tests.e2e.test_llm_faults import replay
 from tests.fixtures.server import VernisFactory, text_of, types_of
+from tests.utils import squash
 from vernis.model.scripted import SCRIPTED_CHAT_MODEL, Fault, Quirk, Reply
 
 
@@ -38,7 +39,7 @@ async def test_reasoning_streams_apart_is_stored_replayed_and_never_sent_back(
         history = await replay(vernis)
     answer = events[events.index(next(e for e in events if e["type"] == "assistant_start")) :]
     kinds = [e["type"] for e in answer if e["type"] in ("reasoning_delta", "text_delta")]
-    assert kinds == ["reasoning_delta"] * 5 + ["text_delta"] * 4
+    assert squash(kinds) == ["reasoning_delta", "text_delta"]
     assert all(isinstance(e["seq"], int) for e in answer if e["type"] == "reasoning_delta")
     seqs = [e["seq"] for e in answer if "seq" in e]
     assert seqs == sorted(set(seqs))

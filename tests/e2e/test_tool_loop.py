@@ -15,6 +15,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from tests.fixtures.server import Vernis, VernisFactory, text_of, types_of
+from tests.utils import squash
 from vernis.model.scripted import SCRIPTED_CHAT_MODEL, Fault, Reply, ScriptedToolCall
 from vernis.model.scripted.scenarios import last_user_text
 from vernis.tools import Tool, ToolContext, Toolkit
@@ -45,15 +46,6 @@ def chat_about(word: str) -> Callable[[Body], bool]:
 
 def chat_requests(vernis: Vernis) -> list[dict[str, Any]]:
     return [body for body in vernis.scripted.requests if is_chat(body)]
-
-
-def squash(kinds: list[str]) -> list[str]:
-    """Event types with each run of `text_delta` collapsed into one."""
-    out: list[str] = []
-    for kind in kinds:
-        if not (kind == "text_delta" and out and out[-1] == "text_delta"):
-            out.append(kind)
-    return out
 
 
 def tool_names(body: Body) -> list[str]:

@@ -67,8 +67,8 @@ def calls_of(events: list[ModelEvent]) -> list[ToolCall]:
 async def test_plain_text_streams_deltas_then_usage_then_finish(
     llm: OpenAIChatModel, scripted: ScriptedServer
 ) -> None:
-    """A text answer arrives as one TextDelta per chunk, then Usage, then Finish last."""
-    scripted.model.add(Reply(["Hello", " from", " the", " model."], usage=(12, 4)))
+    """A text answer whose chunks arrive apart comes as one TextDelta per chunk, then Usage, then Finish last."""
+    scripted.model.add(Reply(["Hello", " from", " the", " model."], usage=(12, 4), chunk_delay=0.05))
 
     events = await events_of(llm)
 
@@ -80,6 +80,36 @@ async def test_plain_text_streams_deltas_then_usage_then_finish(
         Usage(prompt_tokens=12, completion_tokens=4),
         Finish("stop", REQUEST.model),
     ]
+
+
+async def test_chunks_that_arrive_together_are_one_delta(
+    llm: OpenAIChatModel, scripted: ScriptedServer
+) -> None:
+    """Text chunks written in one piece (a model that outruns the reader) come as one TextDelta of their whole text."""
+    scripted.model.add(Reply(["Hello", " from", " the", " model."], usage=(12, 4), frames_per_write=20))
+
+    events = await events_of(llm)
+
+    assert events == [
+        TextDelta("Hello from the model."),
+        Usage(prompt_tokens=12, completion_tokens=4),
+        Finish("stop", REQUEST.model),
+    ]
+
+
+async def test_an_error_after_text_in_the_same_read_comes_after_that_text(
+    llm: OpenAIChatModel, scripted: ScriptedServer
+) -> None:
+    """Text and an error chunk written in one piece: the text is given first, then LLMUnavailable (the answer had begun)."""
+    scripted.model.add(
+        Reply(["one", " two", " three"], fault=Fault.error_mid_stream(after=3), frames_per_write=20)
+    )
+    events: list[ModelEvent] = []
+
+    with pytest.raises(LLMUnavailable):
+        await read_into(events, llm)
+
+    assert events == [TextDelta("one two")]
 
 
 async def test_request_carries_messages_tools_and_stream_options(
@@ -181,7 +211,7 @@ async def test_reasoning_text_is_kept_apart_from_the_answer(
     reasoning = [event for event in events if isinstance(event, ReasoningDelta)]
     assert "".join(event.content for event in reasoning) == "Two plus two is four."
     assert text_of(events) == "The answer is 4."
-    assert events.index(reasoning[-1]) < events.index(TextDelta("The"))
+    assert events.index(reasoning[-1]) < min(i for i, e in enumerate(events) if isinstance(e, TextDelta))
 
 
 async def test_finish_reason_length_is_reported(llm: OpenAIChatModel, scripted: ScriptedServer) -> None:
@@ -265,7 +295,8 @@ async def test_error_object_mid_stream_is_unavailable_after_the_partial_text(
         await read_into(events, llm)
 
     assert type(caught.value) is LLMUnavailable
-    assert events == [TextDelta("one"), TextDelta(" two")]
+    assert all(isinstance(event, TextDelta) for event in events)
+    assert text_of(events) == "one two"
     assert "502" in caught.value.detail
 
 
@@ -350,7 +381,8 @@ async def test_stream_without_finish_reason_is_truncated(
     with pytest.raises(LLMTruncated):
         await read_into(events, llm)
 
-    assert events == [TextDelta("one"), TextDelta(" two")]
+    assert all(isinstance(event, TextDelta) for event in events)
+    assert text_of(events) == "one two"
 
 
 async def test_connection_refused_is_not_configured() -> None:

@@ -22,8 +22,9 @@ CAP = 16
 
 
 async def still_open(client: Client) -> None:
+    """The socket answers a ping (past events still on their way, a title say)."""
     await client.send("ping")
-    await client.expect("pong")
+    await client.until("pong")
 
 
 async def open_one(vernis: Vernis, held: AsyncExitStack) -> Client | int:

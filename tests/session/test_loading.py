@@ -87,7 +87,7 @@ async def test_a_resume_inside_the_replay_window_sends_exactly_the_missed_events
     app: App, connect: Connect
 ) -> None:
     """With after_seq the hub still holds, the load says resumed and sends exactly the events after that seq, as first sent, and no history."""
-    app.script(Reply(["one", " two", " three", " four"]), "count")
+    app.script(Reply(["one", " two", " three", " four"], chunk_delay=0.05), "count")
     tab = await connect()
     received = await answered(tab, "count to four")
     cut = next(event for event in received if event["type"] == "text_delta")

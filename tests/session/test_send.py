@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from tests.session.conftest import App, AppFactory, Connect, Tab
+from tests.utils import squash
 from vernis.conversation.store import StoredMessage
 from vernis.exceptions import MessageBlocked, RateLimited, ResponseInProgress
 from vernis.model.scripted import Fault, Reply, ScriptedToolCall
@@ -47,13 +48,7 @@ async def test_a_first_message_creates_the_conversation_and_streams_and_stores_i
 
     events = await ask(tab, "hello there")
 
-    assert types(events) == [
-        "conversation_created",
-        "assistant_start",
-        "text_delta",
-        "text_delta",
-        "assistant_end",
-    ]
+    assert squash(types(events)) == ["conversation_created", "assistant_start", "text_delta", "assistant_end"]
     conversation_id = events[0]["conversation_id"]
     assert tab.session.conversation is not None
     assert str(tab.session.conversation.id) == conversation_id

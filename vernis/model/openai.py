@@ -17,7 +17,10 @@ Stream handling, on top of the `ChatModel` contract (`vernis.model.base`):
 - a stream that stalls before the answer begins (no text or tool call yet) raises
   `LLMNotStarted`, retried like a 5xx; a stall after that is `LLMStalled` (the answer fails);
 - reasoning text (`delta.reasoning_content` or `delta.reasoning`) becomes `ReasoningDelta`s;
-- each `data:` line is one JSON chunk (no provider splits a chunk over several `data:` lines).
+- each `data:` line is one JSON chunk (no provider splits a chunk over several `data:` lines);
+- the text of the chunks that came in one read of the stream is one `TextDelta` (reasoning: one
+  `ReasoningDelta`): a model that outruns the server, or a burst after a network pause, costs one
+  delta per read, not one per chunk.
 
 Errors for the operator name the setting to check (`VERNIS_LLM_BASE_URL`, `_API_KEY`, `_MODEL`);
 upstream details go to `LLMUnavailable.detail`, for logs only.
@@ -147,12 +150,13 @@ class OpenAIChatModel:
                                 watch.waiting = False
                             lines = (pending + data).split(b"\n")
                             pending = lines.pop()
-                            for line in lines:
-                                if line[:5] == b"data:":
-                                    watch.progress()
-                                    for event in assembler.feed(line[5:]):
-                                        started = True
-                                        yield event
+                            events, error = _read_events(assembler, lines, watch)
+                            if events:
+                                started = True
+                                for event in events:
+                                    yield event
+                            if error is not None:
+                                raise error
                 finally:
                     watch.close()
                 if pending[:5] == b"data:" and not assembler.done:  # a last line without its newline
@@ -229,6 +233,41 @@ async def _reads(http: httpx2.Response) -> AsyncGenerator[bytes, None]:
         if not data:
             return
         yield data
+
+
+def _read_events(
+    assembler: _Assembler, lines: list[bytes], watch: _StallWatch
+) -> tuple[list[ModelEvent], LLMError | None]:
+    """The events of one read's lines, each run of text (or reasoning) deltas merged into one: chunks
+    that came together are not shown apart, and a delta costs the rest of the answer's path (the
+    hub, the frame, the socket) once, not once per chunk. An error in the stream ends the events and
+    is returned beside them: what came before it still goes out first."""
+    out: list[ModelEvent] = []
+    run: list[str] = []
+    kind: type[TextDelta] | type[ReasoningDelta] = TextDelta
+    error = None
+    try:
+        for line in lines:
+            if line[:5] != b"data:":
+                continue
+            watch.progress()
+            for event in assembler.feed(line[5:]):
+                if type(event) is TextDelta or type(event) is ReasoningDelta:
+                    if type(event) is not kind and run:
+                        out.append(kind("".join(run)))
+                        run = []
+                    kind = type(event)
+                    run.append(event.content)
+                    continue
+                if run:
+                    out.append(kind("".join(run)))
+                    run = []
+                out.append(event)
+    except LLMError as exc:
+        error = exc
+    if run:
+        out.append(kind(run[0] if len(run) == 1 else "".join(run)))
+    return out, error
 
 
 class _StallWatch:
