@@ -28,6 +28,7 @@ ROWS = (
     "added latency p99 ",
     "added latency p99.9",
     "burst, 50 x 100 tokens: deltas/s",
+    "burst: the frames that carried them",
     "server CPU per paced delta",
     "fixed CPU per answer",
     "added time to first token",
