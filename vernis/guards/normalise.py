@@ -69,6 +69,8 @@ _LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t
 # again, a search as slow as the square of the run's length ("_@" 4,000 times: 0.6 s).
 _MIXED_WORD = re.compile(r"(?<![\w@$])(?P<lead>[@$]*)\b(?=[\w@$]*[a-z])(?=[\w@$]*[0-9@$])(?P<word>[\w@$]+)")
 # Three or more single letters, each followed by one separator: "i g n o r e", "i.g.n.o.r.e".
+# What `_MIXED_WORD` needs somewhere in the text: without one of these it matches nowhere.
+_LEET_HINT = re.compile(r"[0-9@$]")
 _SPACED = re.compile(r"(?<![^\W_])(?:[^\W\d_][ .\-_*·]){2,}[^\W\d_](?![^\W_])")
 _SEPARATORS = re.compile(r"[ .\-_*·]")
 
@@ -123,6 +125,6 @@ def skeleton(text: str) -> str:
         folded = unicodedata.normalize("NFD", folded)
         folded = "".join(char for char in folded if not unicodedata.combining(char))
         folded = folded.translate(_HOMOGLYPHS)
-    if any(char.isdigit() or char in "@$" for char in folded):
+    if _LEET_HINT.search(folded):
         folded = _MIXED_WORD.sub(_unleet, folded)
     return _SPACED.sub(lambda match: _SEPARATORS.sub("", match[0]), folded)
