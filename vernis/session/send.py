@@ -398,7 +398,11 @@ async def _begin(
                 toolset=asker.toolset,
             )
         )
+        # Counted apart (each once, `_counted`): a new summary costs the count of its own block,
+        # not of the whole system message again.
+        system_tokens = _counted(system)
         if window.summary is not None:
+            system_tokens += _counted(with_summary("", window.summary.text))
             system = with_summary(system, window.summary.text)
         runner = None
         if asker.toolset:
@@ -437,7 +441,7 @@ async def _begin(
         # What the first request carries beside the window's messages: the provider's count of that
         # request, less this, is its count of the history (`ConversationWindow.observe`).
         context_tokens = tokens.count(turn_context)
-        overhead = _counted(system) + context_tokens + _tool_tokens(asker.toolset)
+        overhead = system_tokens + context_tokens + _tool_tokens(asker.toolset)
         history_tokens: int | None = window.tokens + context_tokens
         # The files the user's message carries (SPEC §21) follow its text.
         if services.attachments is not None:
