@@ -68,9 +68,9 @@ _LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t
 # every word boundary inside one (as with a plain \b), each look ahead would read the rest of the run
 # again, a search as slow as the square of the run's length ("_@" 4,000 times: 0.6 s).
 _MIXED_WORD = re.compile(r"(?<![\w@$])(?P<lead>[@$]*)\b(?=[\w@$]*[a-z])(?=[\w@$]*[0-9@$])(?P<word>[\w@$]+)")
-# Three or more single letters, each followed by one separator: "i g n o r e", "i.g.n.o.r.e".
 # What `_MIXED_WORD` needs somewhere in the text: without one of these it matches nowhere.
 _LEET_HINT = re.compile(r"[0-9@$]")
+# Three or more single letters, each followed by one separator: "i g n o r e", "i.g.n.o.r.e".
 _SPACED = re.compile(r"(?<![^\W_])(?:[^\W\d_][ .\-_*·]){2,}[^\W\d_](?![^\W_])")
 _SEPARATORS = re.compile(r"[ .\-_*·]")
 

@@ -254,20 +254,24 @@ def _read_events(
             for event in assembler.feed(line[5:]):
                 if type(event) is TextDelta or type(event) is ReasoningDelta:
                     if type(event) is not kind and run:
-                        out.append(kind("".join(run)))
+                        out.append(_joined(kind, run))
                         run = []
                     kind = type(event)
                     run.append(event.content)
                     continue
                 if run:
-                    out.append(kind("".join(run)))
+                    out.append(_joined(kind, run))
                     run = []
                 out.append(event)
     except LLMError as exc:
         error = exc
     if run:
-        out.append(kind(run[0] if len(run) == 1 else "".join(run)))
+        out.append(_joined(kind, run))
     return out, error
+
+
+def _joined(kind: type[TextDelta] | type[ReasoningDelta], run: list[str]) -> ModelEvent:
+    return kind(run[0] if len(run) == 1 else "".join(run))
 
 
 class _StallWatch:
