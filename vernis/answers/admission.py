@@ -51,6 +51,12 @@ class StartLane:
     together), the loop's queue fills with their slices, and every delta of the answers already
     streaming waits behind all of them. Paced, a delta waits behind the slices of a couple of starts,
     and the burst's answers spread out instead of staying in step (`bench/results/2026-11-server.md`).
+
+    A slot paces only a start that yields while it holds it: today the guards' scan of the message
+    (`GuardService.check_input`, on a worker thread, back when the loop gives the thread the GIL) is
+    that yield; the SQLite writes after it run inline. A start that never yielded would take and
+    give back its slot in one slice, and the starts queued behind it would run back to back again
+    (measured, session 22: with the scan inline the paced p99 went from 7-10 ms to 39-46 ms).
     """
 
     def __init__(self, slots: int = STARTS_AT_ONCE, max_wait: float = STARTS_WAIT_SECONDS) -> None:
