@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 import redis.asyncio as aioredis
 
 from tests.fixtures.redis import OwnRedis
-from tests.hub.test_shared_state import Sink, _contents, eventually, running_hub
+from tests.hub.test_shared_state import Sink, eventually, running_hub, texts_of
 from vernis.conversation import events
 from vernis.hub.redis import RedisHub
 
@@ -39,7 +39,7 @@ async def test_each_batch_names_the_script_by_digest_and_its_text_goes_once_per_
         for word in ("two ", "three ", "four "):
             hub.publish(conversation, events.TextDelta(word))
             await hub.flush()
-        assert _contents(sink) == ["one ", "two ", "three ", "four "]
+        assert texts_of(sink) == ["one ", "two ", "three ", "four "]
         stats = await admin.info("commandstats")
         assert "cmdstat_eval" not in stats
         assert stats["cmdstat_evalsha"]["calls"] >= 3  # the hub's other scripts may run meanwhile
@@ -60,7 +60,7 @@ async def test_scripts_flushed_in_redis_the_batch_goes_again_on_a_connection_tha
         hub.publish(conversation, events.TextDelta("three "))
         await eventually(lambda: len(sink.events) == 3, timeout=10)
         await hub.flush()
-        assert _contents(sink) == ["one ", "two ", "three "]
+        assert texts_of(sink) == ["one ", "two ", "three "]
         seqs = [event.seq for event in sink.events]
         assert seqs == list(range(seqs[0], seqs[0] + 3))
         assert hub._publisher._line._connection is not connection, "sent again on a new connection"

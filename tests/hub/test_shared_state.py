@@ -593,7 +593,8 @@ def _hub_on(
     return running_hub(own_redis.url, **options)
 
 
-def _contents(sink: Sink) -> list[str]:
+def texts_of(sink: Sink) -> list[str]:
+    """The text of each delta `sink` was given, in order."""
     return [frame["content"] for frame in _frames(sink)]
 
 
@@ -622,7 +623,7 @@ async def test_redis_writes_a_batch_while_the_one_before_waits_for_its_reply(own
         assert sink.events == []
         await admin.client_unpause()
         await eventually(lambda: len(sink.events) == 2)
-        assert _contents(sink) == ["one ", "two "]
+        assert texts_of(sink) == ["one ", "two "]
         assert sink.events[1].seq == sink.events[0].seq + 1
 
 
@@ -640,7 +641,7 @@ async def test_redis_lost_with_batches_in_flight_sends_them_again_in_order(own_r
         assert sink.events == []
         own_redis.start()
         await eventually(lambda: len(sink.events) == 4, timeout=10)
-        assert _contents(sink) == ["one ", "two ", "three ", "four "]
+        assert texts_of(sink) == ["one ", "two ", "three ", "four "]
         seqs = [event.seq for event in sink.events]
         assert seqs == list(range(seqs[0], seqs[0] + 4))
 
@@ -658,7 +659,7 @@ async def test_redis_out_of_reach_keeps_at_most_the_bound_of_events_waiting(own_
         own_redis.start()
         hub.publish(conversation, events.TextDelta("after "))
         await eventually(lambda: len(sink.events) == 1, timeout=10)
-        assert _contents(sink) == ["after "]
+        assert texts_of(sink) == ["after "]
 
 
 async def test_redis_answers_a_batch_sent_again_after_its_reply_was_lost_from_its_record(
@@ -685,7 +686,7 @@ async def test_redis_answers_a_batch_sent_again_after_its_reply_was_lost_from_it
         await eventually(lambda: len(sink.events) == 2)
         assert hub._publisher._line._connection is not connection, "sent again on a new connection"
         await hub.flush()
-        assert _contents(sink) == ["one ", "two "]
+        assert texts_of(sink) == ["one ", "two "]
         replayed = await hub.events_since(conversation, start)
         assert replayed is not None
         assert [orjson.loads(event.frame)["content"] for event in replayed] == ["one ", "two "]
