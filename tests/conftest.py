@@ -72,7 +72,9 @@ def _write_python_stacks(file: IO[str], nodeid: str) -> None:
     while frame is not None:
         lines.append(f"  {frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}")
         frame = frame.f_back
-    for task in [task for task in gc.get_objects() if isinstance(task, asyncio.Task)]:
+    # `type()`, not `isinstance`: an object's `__class__` may be a property (openai's lazy module
+    # proxies import the whole client when asked), and this runs on a timer thread near the end.
+    for task in [task for task in gc.get_objects() if issubclass(type(task), asyncio.Task)]:
         if task.done():
             continue
         lines.append(f"task {task.get_name()!r}:")
