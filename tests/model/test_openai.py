@@ -23,7 +23,7 @@ from vernis.model.base import (
     Usage,
     collect,
 )
-from vernis.model.openai import OpenAIChatModel
+from vernis.model.openai import MERGED_CHARS, OpenAIChatModel
 from vernis.model.scripted import Fault, Quirk, Reply, ScriptedToolCall
 
 REQUEST = ChatRequest(model="vernis-scripted", messages=[{"role": "user", "content": "Hello there"}])
@@ -95,6 +95,21 @@ async def test_chunks_that_arrive_together_are_one_delta(
         Usage(prompt_tokens=12, completion_tokens=4),
         Finish("stop", REQUEST.model),
     ]
+
+
+async def test_a_long_run_of_chunks_in_one_read_is_cut_into_deltas_of_bounded_size(
+    llm: OpenAIChatModel, scripted: ScriptedServer
+) -> None:
+    """Chunks that came together are merged up to about MERGED_CHARS a delta (a slow socket's queue is bounded in frames), and a longer chunk is never split."""
+    chunks = [f"word{n:05d} " for n in range(400)] + ["x" * 3000]
+    scripted.model.add(Reply(chunks, frames_per_write=1000))
+
+    deltas = [event for event in await events_of(llm) if isinstance(event, TextDelta)]
+
+    assert "".join(delta.content for delta in deltas) == "".join(chunks)
+    assert len(deltas) >= 4
+    assert all(len(delta.content) < MERGED_CHARS + len(chunks[0]) for delta in deltas[:-1])
+    assert deltas[-1].content.endswith("x" * 3000)  # whole, in one delta
 
 
 async def test_an_error_after_text_in_the_same_read_comes_after_that_text(

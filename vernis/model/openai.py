@@ -235,15 +235,22 @@ async def _reads(http: httpx2.Response) -> AsyncGenerator[bytes, None]:
         yield data
 
 
+# A merged delta takes no more chunks once it holds this many characters (one longer chunk stays
+# whole): frames stay small enough that a slow socket's queue, bounded in frames
+# (`vernis.ws.connection.SEND_QUEUE_FRAMES`), stays bounded in memory as it was with a frame a chunk.
+MERGED_CHARS = 512
+
+
 def _read_events(
     assembler: _Assembler, lines: list[bytes], watch: _StallWatch
 ) -> tuple[list[ModelEvent], LLMError | None]:
-    """The events of one read's lines, each run of text (or reasoning) deltas merged into one: chunks
-    that came together are not shown apart, and a delta costs the rest of the answer's path (the
-    hub, the frame, the socket) once, not once per chunk. An error in the stream ends the events and
-    is returned beside them: what came before it still goes out first."""
+    """The events of one read's lines, each run of text (or reasoning) deltas merged into one, up to
+    about `MERGED_CHARS`: chunks that came together are not shown apart, and a delta costs the rest
+    of the answer's path (the hub, the frame, the socket) once, not once per chunk. An error in the
+    stream ends the events and is returned beside them: what came before it still goes out first."""
     out: list[ModelEvent] = []
     run: list[str] = []
+    size = 0  # the characters in `run`
     kind: type[TextDelta] | type[ReasoningDelta] = TextDelta
     error = None
     try:
@@ -253,15 +260,16 @@ def _read_events(
             watch.progress()
             for event in assembler.feed(line[5:]):
                 if type(event) is TextDelta or type(event) is ReasoningDelta:
-                    if type(event) is not kind and run:
+                    if run and (type(event) is not kind or size >= MERGED_CHARS):
                         out.append(_joined(kind, run))
-                        run = []
+                        run, size = [], 0
                     kind = type(event)
                     run.append(event.content)
+                    size += len(event.content)
                     continue
                 if run:
                     out.append(_joined(kind, run))
-                    run = []
+                    run, size = [], 0
                 out.append(event)
     except LLMError as exc:
         error = exc
