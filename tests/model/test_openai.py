@@ -23,7 +23,8 @@ from vernis.model.base import (
     Usage,
     collect,
 )
-from vernis.model.openai import MERGED_CHARS, OpenAIChatModel
+from vernis.model.chunks import MERGED_CHARS
+from vernis.model.openai import OpenAIChatModel
 from vernis.model.scripted import Fault, Quirk, Reply, ScriptedToolCall
 
 REQUEST = ChatRequest(model="vernis-scripted", messages=[{"role": "user", "content": "Hello there"}])

@@ -56,7 +56,7 @@ class StartLane:
     (`GuardService.check_input`, on a worker thread, back when the loop gives the thread the GIL) is
     that yield; the SQLite writes after it run inline. A start that never yielded would take and
     give back its slot in one slice, and the starts queued behind it would run back to back again
-    (measured, session 22: with the scan inline the paced p99 went from 7-10 ms to 39-46 ms).
+    (what that did to the paced p99: `bench/results/2026-11-server.md`, session 22).
     """
 
     def __init__(self, slots: int = STARTS_AT_ONCE, max_wait: float = STARTS_WAIT_SECONDS) -> None:
