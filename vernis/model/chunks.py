@@ -33,6 +33,8 @@ MERGED_CHARS = 512
 
 
 _NOTHING: tuple[ModelEvent, ...] = ()
+# The keys of a delta that carries text and nothing else.
+_TEXT_KEYS = frozenset({"content", "role"})
 
 
 class _Call:
@@ -70,12 +72,9 @@ class Assembler:
         if payload[:6] == b"[DONE]":
             self.done = True
             return _NOTHING
-        try:
-            chunk = orjson.loads(payload)
-        except orjson.JSONDecodeError:
-            raise LLMUnavailable(detail=f"malformed chunk: {payload[:100]!r}") from None
-        if type(chunk) is not dict:
-            raise LLMUnavailable(detail=f"malformed chunk: {payload[:100]!r}")
+        return self._events(_parsed(payload))
+
+    def _events(self, chunk: dict[str, Any]) -> tuple[ModelEvent, ...]:
         usage = chunk.get("usage")
         if usage:
             self.usage = usage
@@ -111,22 +110,50 @@ class Assembler:
     def read(
         self, lines: list[bytes], progress: Callable[[], None]
     ) -> tuple[list[ModelEvent], LLMError | None]:
-        """The events of one read's lines (`progress` called for each `data:` line), each run of
-        text (or reasoning) deltas merged into one, up to about `MERGED_CHARS`: chunks that came
-        together are not shown apart, and a delta costs the rest of the answer's path (the hub, the
-        frame, the socket) once, not once per chunk. An error in the stream ends the events and is
-        returned beside them: what came before it still goes out first."""
+        """The events of one read's lines (`progress` called once when any is a `data:` line), each
+        run of text (or reasoning) deltas merged into one, up to about `MERGED_CHARS`: chunks that
+        came together are not shown apart, and a delta costs the rest of the answer's path (the
+        hub, the frame, the socket) once, not once per chunk. An error in the stream ends the
+        events and is returned beside them: what came before it still goes out first.
+
+        The chunk nearly every line is, text and nothing else, is taken in line: in a burst this
+        loop runs once per token, and `feed`'s event objects cost more than the chunk's parse."""
         out: list[ModelEvent] = []
         run: list[str] = []
         size = 0  # the characters in `run`
         kind: type[TextDelta] | type[ReasoningDelta] = TextDelta
         error = None
+        data = False
         try:
             for line in lines:
                 if line[:5] != b"data:":
                     continue
-                progress()
-                for event in self.feed(line[5:]):
+                data = True
+                payload = line[6:] if line[5:6] == b" " else line[5:]
+                if payload[:6] == b"[DONE]":
+                    self.done = True
+                    continue
+                chunk = _parsed(payload)
+                # A text delta alone: no usage, error or finish; no reasoning or tool call beside it
+                # (a delta of the content and maybe its role: any other key goes the long way).
+                choices = chunk.get("choices")
+                if (
+                    choices
+                    and type(choices) is list
+                    and type(choice := choices[0]) is dict
+                    and type(delta := choice.get("delta")) is dict
+                    and delta.keys() <= _TEXT_KEYS
+                    and type(content := delta.get("content")) is str
+                    and content
+                    and kind is TextDelta
+                    and size < MERGED_CHARS
+                    and self.finish_reason is None
+                    and not (chunk.get("usage") or chunk.get("error") or choice.get("finish_reason"))
+                ):
+                    run.append(content)
+                    size += len(content)
+                    continue
+                for event in self._events(chunk):
                     if type(event) is TextDelta or type(event) is ReasoningDelta:
                         if run and (type(event) is not kind or size >= MERGED_CHARS):
                             out.append(_joined(kind, run))
@@ -141,6 +168,8 @@ class Assembler:
                     out.append(event)
         except LLMError as exc:
             error = exc
+        if data:
+            progress()
         if run:
             out.append(_joined(kind, run))
         return out, error
@@ -225,6 +254,17 @@ class Assembler:
             self._add_tool_calls(message["tool_calls"])
         self.finish_reason = choices[0].get("finish_reason")
         return (*events, *self.finish())
+
+
+def _parsed(payload: bytes) -> dict[str, Any]:
+    """One chunk's JSON object; `LLMUnavailable` for anything else."""
+    try:
+        chunk = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        raise LLMUnavailable(detail=f"malformed chunk: {payload[:100]!r}") from None
+    if type(chunk) is not dict:
+        raise LLMUnavailable(detail=f"malformed chunk: {payload[:100]!r}")
+    return chunk
 
 
 def _count(value: object) -> int:
