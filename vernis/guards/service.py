@@ -220,6 +220,13 @@ def _replace(value: Any, replacements: Mapping[tuple[Any, ...], str], path: tupl
     return value
 
 
+def _time_out(future: asyncio.Future[Any]) -> None:
+    """A scan's deadline passed: its awaiting side stops waiting (the worker's result, if it ever
+    comes, is dropped)."""
+    if not future.done():
+        future.set_exception(TimeoutError())
+
+
 class GuardService:
     """The guards of one running app. `engine`: where audit rows go (None: logged only).
     `scanner` is the scan each text gets (the default is `scan_text`; tests give one that fails)."""
@@ -352,8 +359,12 @@ class GuardService:
         after the deadline, whether or not its result came first."""
         loop = asyncio.get_running_loop()
         started = loop.time()
+        future = self._workers.submit(work)
+        # The deadline as one timer on the worker's future (what `asyncio.wait_for` does, with a
+        # waiter, a callback and a coroutine of its own more, for every scan).
+        timer = loop.call_at(started + self.policy.timeout, _time_out, future)
         try:
-            result = await asyncio.wait_for(self._workers.submit(work), self.policy.timeout)
+            result = await future
         except TimeoutError:
             logger.error("guard scan missed its %.1f s deadline; blocked", self.policy.timeout)
             self._workers.replace_stuck()
@@ -361,8 +372,10 @@ class GuardService:
         except Exception:
             logger.exception("guard scan failed; blocked")
             raise
-        # `wait_for` returns a result that came in before its timer was served, however late: a
-        # search holds the GIL to its end, so the loop may run again only once the scan is done.
+        finally:
+            timer.cancel()
+        # A result that came in before the timer was served is taken, however late: a search
+        # holds the GIL to its end, so the loop may run again only once the scan is done.
         took = loop.time() - started
         if took > self.policy.timeout:
             logger.error(

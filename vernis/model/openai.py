@@ -139,7 +139,7 @@ class OpenAIChatModel:
                                 ) from exc
                             finally:
                                 watch.waiting = False
-                            lines = (pending + data).split(b"\n")
+                            lines = (pending + data if pending else data).split(b"\n")
                             pending = lines.pop()
                             events, error = assembler.read(lines, watch.progress)
                             if events:
@@ -283,7 +283,8 @@ def _body(request: ChatRequest) -> bytes:
     if tools is None:
         return orjson.dumps(params)
     tools_json = request.tools_json if request.tools_json is not None else orjson.dumps(tools)
-    return b'{"tools":' + tools_json + b"," + orjson.dumps(params)[1:]
+    # One copy of each part (the tools alone are tens of kilobytes).
+    return b"".join((b'{"tools":', tools_json, b",", memoryview(orjson.dumps(params))[1:]))
 
 
 def _params(request: ChatRequest) -> dict[str, Any]:
