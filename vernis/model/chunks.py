@@ -33,8 +33,6 @@ MERGED_CHARS = 512
 
 
 _NOTHING: tuple[ModelEvent, ...] = ()
-# The keys of a delta that carries text and nothing else.
-_TEXT_KEYS = frozenset({"content", "role"})
 
 
 class _Call:
@@ -124,25 +122,32 @@ class Assembler:
         kind: type[TextDelta] | type[ReasoningDelta] = TextDelta
         error = None
         data = False
+        loads = orjson.loads
         try:
             for line in lines:
-                if line[:5] != b"data:":
+                if line[:6] == b"data: ":
+                    payload = line[6:]
+                elif line[:5] == b"data:":
+                    payload = line[5:]
+                else:
                     continue
                 data = True
-                payload = line[6:] if line[5:6] == b" " else line[5:]
-                if payload[:6] == b"[DONE]":
-                    self.done = True
-                    continue
-                chunk = _parsed(payload)
+                try:
+                    chunk = loads(payload)
+                except orjson.JSONDecodeError:
+                    if payload[:6] == b"[DONE]":
+                        self.done = True
+                        continue
+                    raise LLMUnavailable(detail=f"malformed chunk: {payload[:100]!r}") from None
                 # A text delta alone: no usage, error or finish; no reasoning or tool call beside it
                 # (a delta of the content and maybe its role: any other key goes the long way).
-                choices = chunk.get("choices")
                 if (
-                    choices
+                    type(chunk) is dict
+                    and (choices := chunk.get("choices"))
                     and type(choices) is list
                     and type(choice := choices[0]) is dict
                     and type(delta := choice.get("delta")) is dict
-                    and delta.keys() <= _TEXT_KEYS
+                    and ((width := len(delta)) == 1 or (width == 2 and "role" in delta))
                     and type(content := delta.get("content")) is str
                     and content
                     and kind is TextDelta
@@ -153,6 +158,8 @@ class Assembler:
                     run.append(content)
                     size += len(content)
                     continue
+                if type(chunk) is not dict:
+                    raise LLMUnavailable(detail=f"malformed chunk: {payload[:100]!r}")
                 for event in self._events(chunk):
                     if type(event) is TextDelta or type(event) is ReasoningDelta:
                         if run and (type(event) is not kind or size >= MERGED_CHARS):
