@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import uuid
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 
 from tests.data import store_of
 from tests.fixtures.server import Vernis, VernisFactory, text_of, types_of
+from vernis.answers import registry
 from vernis.conversation.store import StoredMessage
 from vernis.model.scripted import Reply
 
@@ -180,6 +182,28 @@ async def test_partial_answer_is_flushed_while_streaming(vernis: Vernis) -> None
         assert WORDS.startswith(message.content)
         assert message.id == uuid.UUID(events[1]["message_id"])
         await client.until("assistant_end")
+
+
+async def test_more_answers_than_one_flush_takes_are_all_flushed(
+    vernis: Vernis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Five answers streaming at once, the flush writing two a transaction (FLUSH_ROWS): within about a second each one's row holds its text so far, marked streaming, and each ends complete."""
+    monkeypatch.setattr(registry, "FLUSH_ROWS", 2)
+    vernis.scripted.add(Reply(WORDS, chunk_delay=0.05), match="long", times=None)
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(vernis.opened()) for _ in range(5)]
+        for client in clients:
+            await client.send("new_conversation")
+            await client.until("history_end")
+            await client.send("user_message", content="a long one")
+        conversations = [(await client.until("text_delta"))[0]["conversation_id"] for client in clients]
+        for conversation_id in conversations:
+            message = await wait_for_status(vernis, conversation_id, "streaming", timeout=2.5, with_text=True)
+            assert WORDS.startswith(message.content)
+        for client in clients:
+            await client.until("assistant_end")
+    for conversation_id in conversations:
+        assert (await wait_for_status(vernis, conversation_id, "complete")).content == WORDS
 
 
 async def test_one_answer_at_a_time_across_tabs(vernis: Vernis) -> None:

@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable
 from urllib.parse import parse_qs, urlsplit
 
+import pytest
 from playwright.async_api import WebSocket, WebSocketRoute, expect
 
 from tests.fixtures.server import VernisFactory
@@ -176,6 +177,7 @@ async def test_a_failing_get_token_is_named_as_such(embed_factory: EmbedFactory,
 PANELS = 20
 
 
+@pytest.mark.slow
 async def test_panels_cut_at_once_come_back_spread_over_time(ui_factory: UIFactory, open_ui: OpenUI) -> None:
     """Twenty panels whose sockets are cut in the same instant all come back, each resuming with `after_seq`, their reconnects spread over the backoff's first window (0.5-1 s after the cut) instead of arriving together."""
     # One member's twenty tabs, and the sockets the cut left on the server's side (a routed socket

@@ -7,8 +7,8 @@ that shows the conversation. This module turns the loop's events into the conver
 
 Storage, per answer: the assistant message's row exists from the start (empty, `streaming`: stored
 with the user's message, `ConversationStore.add_exchange`). While answers stream, one flusher writes
-every answer that changed, once a second, all of them in one transaction (never per delta, never one
-write per answer). At its end an answer is written once more with its final status (`complete`,
+every answer that changed, once a second, many to a transaction (never per delta, never one write
+per answer). At its end an answer is written once more with its final status (`complete`,
 `stopped` or `failed`), text, tool calls and token counts; answers ending together share that write
 too (a group commit: the first to arrive writes for all that queue behind it).
 """
@@ -60,6 +60,10 @@ __all__ = ["AnswerService", "AnswerSpec", "RunningAnswer", "announce_review"]
 logger = logging.getLogger("vernis.answers")
 
 FLUSH_INTERVAL = 1.0
+# The flush writes this many answers a transaction, and lets the event loop run between two: 200
+# paced answers in one transaction held it 3-6 ms (bench/results/2026-11-server.md, session 24),
+# every delta that came meanwhile waiting.
+FLUSH_ROWS = 50
 
 
 def announce_review(hub: EventHub, review: ReviewInfo) -> None:
@@ -435,24 +439,28 @@ class AnswerService:
         return emit
 
     async def _flush_periodically(self) -> None:
-        """Every `FLUSH_INTERVAL`, write every streaming answer that changed, in one transaction;
-        ends when no answer runs (the next answer starts it again)."""
+        """Every `FLUSH_INTERVAL`, write every streaming answer that changed, `FLUSH_ROWS` to a
+        transaction, the loop running between two; ends when no answer runs (the next answer starts
+        it again). An answer that ended meanwhile is not written back to `streaming`: its final row
+        is, and the update writes only rows still streaming (`UPDATE_ANSWER`)."""
         while self._running:
             await asyncio.sleep(FLUSH_INTERVAL)
             dirty = [answer for answer in self._running.values() if answer._dirty]
-            if not dirty:
-                continue
-            for answer in dirty:
-                answer._dirty = False
-            try:
-                await self._store.update_messages(
-                    [self._row(answer, MessageStatus.STREAMING) for answer in dirty]
-                )
-            except Exception:
-                # A failed flush is retried by the next one; the final write reports for real.
-                for answer in dirty:
-                    answer._dirty = True
-                logger.exception("flushing %d partial answers failed", len(dirty))
+            for start in range(0, len(dirty), FLUSH_ROWS):
+                if start:
+                    await asyncio.sleep(0)
+                batch = [answer for answer in dirty[start : start + FLUSH_ROWS] if answer._dirty]
+                for answer in batch:
+                    answer._dirty = False
+                try:
+                    await self._store.update_messages(
+                        [self._row(answer, MessageStatus.STREAMING) for answer in batch]
+                    )
+                except Exception:
+                    # A failed flush is retried by the next one; the final write reports for real.
+                    for answer in batch:
+                        answer._dirty = True
+                    logger.exception("flushing %d partial answers failed", len(batch))
 
     def _row(self, answer: RunningAnswer, status: MessageStatus, *, final: bool = False) -> MessageUpdate:
         return MessageUpdate(
