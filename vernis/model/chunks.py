@@ -70,7 +70,7 @@ class Assembler:
         if payload[:6] == b"[DONE]":
             self.done = True
             return _NOTHING
-        return self._events(_parsed(payload))
+        return self._events(_json_object(payload, "malformed chunk"))
 
     def _events(self, chunk: dict[str, Any]) -> tuple[ModelEvent, ...]:
         usage = chunk.get("usage")
@@ -138,7 +138,7 @@ class Assembler:
                     if payload[:6] == b"[DONE]":
                         self.done = True
                         continue
-                    raise LLMUnavailable(detail=f"malformed chunk: {payload[:100]!r}") from None
+                    chunk = None
                 # A text delta alone: no usage, error or finish; no reasoning or tool call beside it
                 # (a delta of the content and maybe its role: any other key goes the long way).
                 if (
@@ -159,7 +159,7 @@ class Assembler:
                     size += len(content)
                     continue
                 if type(chunk) is not dict:
-                    raise LLMUnavailable(detail=f"malformed chunk: {payload[:100]!r}")
+                    chunk = _json_object(payload, "malformed chunk")  # raises: not an object
                 for event in self._events(chunk):
                     if type(event) is TextDelta or type(event) is ReasoningDelta:
                         if run and (type(event) is not kind or size >= MERGED_CHARS):
@@ -239,12 +239,7 @@ class Assembler:
 
     def feed_completion(self, body: bytes) -> tuple[ModelEvent, ...]:
         """Events of a whole (non-streamed) `chat.completion` body."""
-        try:
-            completion = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            raise LLMUnavailable(detail=f"not JSON: {body[:100]!r}") from None
-        if type(completion) is not dict:
-            raise LLMUnavailable(detail=f"not a completion: {body[:100]!r}")
+        completion = _json_object(body, "not a completion")
         if completion.get("error"):
             raise _stream_error(completion["error"])
         choices = completion.get("choices") or [{}]
@@ -263,15 +258,16 @@ class Assembler:
         return (*events, *self.finish())
 
 
-def _parsed(payload: bytes) -> dict[str, Any]:
-    """One chunk's JSON object; `LLMUnavailable` for anything else."""
+def _json_object(raw: bytes, what: str) -> dict[str, Any]:
+    """The JSON object `raw` holds; `LLMUnavailable` saying `what` (and how `raw` starts) for
+    anything else."""
     try:
-        chunk = orjson.loads(payload)
+        found = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        raise LLMUnavailable(detail=f"malformed chunk: {payload[:100]!r}") from None
-    if type(chunk) is not dict:
-        raise LLMUnavailable(detail=f"malformed chunk: {payload[:100]!r}")
-    return chunk
+        found = None
+    if type(found) is not dict:
+        raise LLMUnavailable(detail=f"{what}: {raw[:100]!r}")
+    return found
 
 
 def _count(value: object) -> int:
