@@ -60,9 +60,9 @@ __all__ = ["AnswerService", "AnswerSpec", "RunningAnswer", "announce_review"]
 logger = logging.getLogger("vernis.answers")
 
 FLUSH_INTERVAL = 1.0
-# The flush writes this many answers a transaction, and lets the event loop run between two: 200
-# paced answers in one transaction held it 3-6 ms (bench/results/2026-11-server.md, session 24),
-# every delta that came meanwhile waiting.
+# The flush writes at most this many answers a transaction, and lets the event loop run between
+# two: however many answers stream, no delta waits behind more than one such write (what one holds
+# the loop for: bench/results/2026-11-server.md).
 FLUSH_ROWS = 50
 
 

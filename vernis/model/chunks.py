@@ -159,7 +159,7 @@ class Assembler:
                     size += len(content)
                     continue
                 if type(chunk) is not dict:
-                    chunk = _json_object(payload, "malformed chunk")  # raises: not an object
+                    raise _malformed(payload, "malformed chunk")
                 for event in self._events(chunk):
                     if type(event) is TextDelta or type(event) is ReasoningDelta:
                         if run and (type(event) is not kind or size >= MERGED_CHARS):
@@ -266,8 +266,13 @@ def _json_object(raw: bytes, what: str) -> dict[str, Any]:
     except orjson.JSONDecodeError:
         found = None
     if type(found) is not dict:
-        raise LLMUnavailable(detail=f"{what}: {raw[:100]!r}")
+        raise _malformed(raw, what)
     return found
+
+
+def _malformed(raw: bytes, what: str) -> LLMUnavailable:
+    """The model's error for a body or chunk that is not a JSON object: `what`, and how it starts."""
+    return LLMUnavailable(detail=f"{what}: {raw[:100]!r}")
 
 
 def _count(value: object) -> int:
