@@ -2,10 +2,10 @@
 
     python bench/bench_instructions.py [--answers 60]
 
-Time on a shared machine moves by a fifth from one minute to the next; the instructions a process
-executes for the same work do not (the same figure to a few tenths of a percent, run after run, the
-other core loaded or not). So a change too small to see in `bench_server.py`'s seconds is measured
-here, before and after, in the same terms for Vernis and the floor:
+Time on a shared machine moves from one minute to the next; the instructions a process executes
+for the same work barely do (how much, run after run: `bench/results/2026-11-server.md`, session
+24). So a change too small to see in `bench_server.py`'s seconds is measured here, before and
+after, in the same terms for Vernis and the floor:
 
 - `vernis serve --demo` (SQLite, the demo's prompt and 40 tools), or `bench/relay.py`, runs under
   `valgrind --tool=callgrind` with its instrumentation off while it starts; `bench/model_server.py`
@@ -51,7 +51,8 @@ from bench_server import (
 
 WARM_ANSWERS = 5
 LENGTHS = (10, 100)
-# Starting under valgrind takes a minute or two; `wait_ready` gives a process one.
+# Starting under valgrind is slower than `wait_ready`'s one wait allows for a loaded machine: it
+# waits this many times.
 READY_TRIES = 5
 
 
