@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
 
+import redis.asyncio as aioredis
 import sqlalchemy as sa
 import uvloop
 from bench_server import (
@@ -98,6 +99,20 @@ async def database() -> AsyncIterator[str]:
         async with admin.connect() as connection:
             await connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         await admin.dispose()
+
+
+async def redis_ready(port: int) -> None:
+    """Once the `redis-server` on `port` answers PING (it takes a moment to listen)."""
+    client = aioredis.Redis(port=port)
+    try:
+        for _ in range(100):
+            with contextlib.suppress(aioredis.ConnectionError):
+                if await client.ping():
+                    return
+            await asyncio.sleep(0.05)
+    finally:
+        await client.aclose()
+    raise RuntimeError(f"redis-server on port {port} never answered")
 
 
 async def measure(
@@ -176,7 +191,7 @@ async def main(args: argparse.Namespace) -> None:
             }
             redis_env = {**env, "VERNIS_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0"}
             redis = stack.enter_context(process(redis_cmd, base_env, LOAD_CORE))
-            await asyncio.sleep(0.5)
+            await redis_ready(redis_port)
 
             async def vernis(environment: dict[str, str]) -> Target:
                 port = free_port()
@@ -190,8 +205,9 @@ async def main(args: argparse.Namespace) -> None:
             relay_child = stack.enter_context(process(relay_cmd, base_env, SERVER_CORE))
             await wait_ready(f"http://127.0.0.1:{relay_port}/", relay_child)
             relay = Target("relay", f"ws://127.0.0.1:{relay_port}/ws", relay_child.pid, False)
-            memory = await vernis(env)
-            one, two = await vernis(redis_env), await vernis(redis_env)
+            # Started together, as a deploy starts instances (migrations and the demo's seed are safe
+            # to run concurrently).
+            memory, one, two = await asyncio.gather(vernis(env), vernis(redis_env), vernis(redis_env))
             plans = {
                 "relay": ([relay], args.streams, None),
                 "memory": ([memory], args.streams, None),
@@ -282,12 +298,12 @@ if __name__ == "__main__":
     parser.add_argument("--warmup", type=float, default=4.0, help="load before measuring starts")
     parser.add_argument("--streams", type=int, default=200, help="concurrent paced answers")
     parser.add_argument(
-        "--smoke", action="store_true", help="one round of 1 s, 10 streams: that it runs and prints"
+        "--smoke", action="store_true", help="one round of 0.5 s, 10 streams: that it runs and prints"
     )
     arguments = parser.parse_args()
     arguments.tokens = 100  # each answer's; a load ends once its answers in flight have
     if arguments.smoke:
-        arguments.rounds, arguments.seconds, arguments.warmup, arguments.streams = 1, 1.0, 0.5, 10
+        arguments.rounds, arguments.seconds, arguments.warmup, arguments.streams = 1, 0.5, 0.2, 10
         arguments.tokens = 20
     # The load side is the measuring instrument: no collector pauses of its own in the figures.
     gc.disable()

@@ -28,7 +28,7 @@ first token Vernis adds for one user, and the server's memory per idle socket. R
 machine and compare with the relay's figures of the same run; absolute figures move with the machine.
 
 The reconnect storm (Vernis only: the relay has no conversations to resume) runs on a server of its
-own, started for it: `--storm` members each with a socket and a conversation, `--storm-streaming` of
+own, started for it (a `--smoke` run's shares the measured one): `--storm` members each with a socket and a conversation, `--storm-streaming` of
 them with an answer running, every socket cut at once from the client side, every member back after
 a random delay within `--storm-window` seconds, resuming with `after_seq`; `bench/bench_storm.py`
 says how each checks that it got exactly what it missed. The idle sockets and the storm are held by
@@ -556,82 +556,117 @@ class Storm:
         return own / max(1, self.sockets) * 1000
 
 
-async def reconnect_storm(model: ModelServers, base_env: dict[str, str], args: argparse.Namespace) -> Storm:
-    """`args.storm` members on a server of their own, every socket cut at once, every member back
-    with `after_seq` within `args.storm_window` s (`bench/bench_storm.py` holds the clients)."""
+@contextlib.contextmanager
+def vernis_serve(base_env: dict[str, str], model: ModelServers, data: Path) -> Iterator[Server]:
+    """`vernis serve --demo` on the server core, its SQLite in `data` (not yet ready: `Server.ready`)."""
+    port = free_port()
+    serve = [sys.executable, "-m", "vernis", "serve", "--demo", "--port", str(port)]
+    with process(serve, server_env(base_env, model, data), SERVER_CORE) as child:
+        yield Server(child, port, data)
+
+
+@dataclass
+class Server:
+    """A running `vernis serve` (`vernis_serve`)."""
+
+    child: subprocess.Popen[bytes]
+    port: int
+    data: Path
+
+    @property
+    def pid(self) -> int:
+        return self.child.pid
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/api/assistant/ws"
+
+    async def ready(self) -> None:
+        await wait_ready(f"http://127.0.0.1:{self.port}/readyz", self.child)
+
+
+async def reconnect_storm(
+    model: ModelServers, base_env: dict[str, str], args: argparse.Namespace, shared: Server | None = None
+) -> Storm:
+    """`args.storm` members on a server of their own (or on `shared`, a smoke run's: one start
+    fewer), every socket cut at once, every member back with `after_seq` within `args.storm_window` s
+    (`bench/bench_storm.py` holds the clients)."""
+    if shared is not None:
+        return await storm_on(shared, model, args)
+    with vernis_serve(base_env, model, Path(tempfile.mkdtemp(prefix="vernis-bench-storm-"))) as server:
+        await server.ready()
+        return await storm_on(server, model, args)
+
+
+async def storm_on(server: Server, model: ModelServers, args: argparse.Namespace) -> Storm:
+    """The storm (`reconnect_storm`) on a running server."""
     figures = Storm(sockets=args.storm, window=args.storm_window)
     figures.streaming = min(args.storm, args.storm_streaming)
     # The running answers' cost alone is measured for `quiet` s before the cut; they last that long,
     # the reconnect window and half of it more.
     quiet = min(2.0, args.storm_window / 2)
     tokens = math.ceil((quiet + 1.5 * args.storm_window) / STORM_PACE)
-    data = Path(tempfile.mkdtemp(prefix="vernis-bench-storm-"))
     await model.use(tokens=5, pace=0)
-    port = free_port()
-    serve = [sys.executable, "-m", "vernis", "serve", "--demo", "--port", str(port)]
-    with process(serve, server_env(base_env, model, data), SERVER_CORE) as server:
-        await wait_ready(f"http://127.0.0.1:{port}/readyz", server)
-        url = f"ws://127.0.0.1:{port}/api/assistant/ws"
-        parts = max(1, args.storm_processes)
-        first, per_worker = 3_000_000, []
-        for i, (count, streaming) in enumerate(
-            zip(shares(args.storm, parts), shares(figures.streaming, parts), strict=True)
-        ):
-            per_worker.append(
-                [
-                    *("storm", url, "--first", str(first), "--count", str(count)),
-                    *("--streaming", str(streaming), "--window", str(args.storm_window)),
-                    *("--tokens", str(tokens), "--seed", str(20261128 + i)),
-                ]
-            )
-            first += count
-        workers = await start_workers(per_worker)
-        try:
-            print(f"[storm] {args.storm:,} members: a socket each, one exchange each", flush=True)
-            started = time.monotonic()
-            for worker in workers:
-                await worker.send("setup")
-            for worker in workers:
-                await worker.reply(within=1800)
-            print(f"[storm] set up in {time.monotonic() - started:.0f} s", flush=True)
-            await model.use(tokens=tokens, pace=STORM_PACE)
-            print(
-                f"[storm] {figures.streaming:,} answers running ({tokens} tokens, one every "
-                f"{STORM_PACE * 1000:.0f} ms)",
-                flush=True,
-            )
-            for worker in workers:
-                await worker.send("stream")
-            for worker in workers:
-                await worker.reply()
-            # What the running answers alone cost the server, per second, just before the cut.
-            cpu = cpu_seconds(server.pid)
-            await asyncio.sleep(quiet)
-            figures.streaming_cpu_rate = (cpu_seconds(server.pid) - cpu) / quiet
-            print(
-                f"[storm] cutting every socket; back within {args.storm_window:g} s with after_seq",
-                flush=True,
-            )
-            tcp = tcp_counters()
-            cpu, busy, started = cpu_seconds(server.pid), core_busy(LOAD_CORE), time.monotonic()
-            for worker in workers:
-                await worker.send("cut")
-            with profiling(server.pid, args.storm_profile, args.storm_window + 2):
-                backs = [await worker.reply() for worker in workers]
-                figures.seconds = time.monotonic() - started
-                figures.server_cpu = cpu_seconds(server.pid) - cpu
-                figures.tcp = tcp_counters() - tcp
-                after = core_busy(LOAD_CORE)
-            figures.load_busy = (after[0] - busy[0]) / max(1, after[1] - busy[1])
-            figures.cut_ms = max(back["cut_us"] for back in backs) / 1000
-            results = [
-                {**r, "cut_at_us": back["cut_at_us"]}
-                for worker, back in zip(workers, backs, strict=True)
-                for r in (await worker.reply())["results"]
+    parts = max(1, args.storm_processes)
+    first, per_worker = 3_000_000, []
+    for i, (count, streaming) in enumerate(
+        zip(shares(args.storm, parts), shares(figures.streaming, parts), strict=True)
+    ):
+        per_worker.append(
+            [
+                *("storm", server.ws_url, "--first", str(first), "--count", str(count)),
+                *("--streaming", str(streaming), "--window", str(args.storm_window)),
+                *("--tokens", str(tokens), "--seed", str(20261128 + i)),
             ]
-        finally:
-            await asyncio.gather(*(worker.close() for worker in workers))
-        tally_storm(figures, results, data / "vernis.db")
+        )
+        first += count
+    workers = await start_workers(per_worker)
+    try:
+        print(f"[storm] {args.storm:,} members: a socket each, one exchange each", flush=True)
+        started = time.monotonic()
+        for worker in workers:
+            await worker.send("setup")
+        for worker in workers:
+            await worker.reply(within=1800)
+        print(f"[storm] set up in {time.monotonic() - started:.0f} s", flush=True)
+        await model.use(tokens=tokens, pace=STORM_PACE)
+        print(
+            f"[storm] {figures.streaming:,} answers running ({tokens} tokens, one every "
+            f"{STORM_PACE * 1000:.0f} ms)",
+            flush=True,
+        )
+        for worker in workers:
+            await worker.send("stream")
+        for worker in workers:
+            await worker.reply()
+        # What the running answers alone cost the server, per second, just before the cut.
+        cpu = cpu_seconds(server.pid)
+        await asyncio.sleep(quiet)
+        figures.streaming_cpu_rate = (cpu_seconds(server.pid) - cpu) / quiet
+        print(
+            f"[storm] cutting every socket; back within {args.storm_window:g} s with after_seq",
+            flush=True,
+        )
+        tcp = tcp_counters()
+        cpu, busy, started = cpu_seconds(server.pid), core_busy(LOAD_CORE), time.monotonic()
+        for worker in workers:
+            await worker.send("cut")
+        with profiling(server.pid, args.storm_profile, args.storm_window + 2):
+            backs = [await worker.reply() for worker in workers]
+            figures.seconds = time.monotonic() - started
+            figures.server_cpu = cpu_seconds(server.pid) - cpu
+            figures.tcp = tcp_counters() - tcp
+            after = core_busy(LOAD_CORE)
+        figures.load_busy = (after[0] - busy[0]) / max(1, after[1] - busy[1])
+        figures.cut_ms = max(back["cut_us"] for back in backs) / 1000
+        results = [
+            {**r, "cut_at_us": back["cut_at_us"]}
+            for worker, back in zip(workers, backs, strict=True)
+            for r in (await worker.reply())["results"]
+        ]
+    finally:
+        await asyncio.gather(*(worker.close() for worker in workers))
+    tally_storm(figures, results, server.data / "vernis.db")
     print(
         f"[storm] back {figures.back:,} of {figures.sockets:,}, exactly what they missed "
         f"{figures.exact:,}; caught up p50 / p99 / max {quantile(figures.caught_up_ms, 0.5):.0f} / "
@@ -704,6 +739,13 @@ class ModelServers:
         return f"http://127.0.0.1:{self.port}/v1"
 
     async def use(self, *, tokens: int, pace: float) -> None:
+        """Answers of `tokens` tokens, one every `pace` s (0: as fast as the socket takes them), from
+        now on: the running server is told (`POST /settings`), or one is started."""
+        if self._child is not None and self._child.poll() is None:
+            async with httpx.AsyncClient() as http:
+                settings = {"tokens": tokens, "pace": pace}
+                (await http.post(f"http://127.0.0.1:{self.port}/settings", json=settings)).raise_for_status()
+            return
         self.close()
         args = [
             sys.executable,
@@ -726,6 +768,7 @@ class ModelServers:
     def close(self) -> None:
         self._stack.close()
         self._stack = contextlib.ExitStack()
+        self._child = None
 
 
 def table(vernis: Figures, relay: Figures, args: argparse.Namespace, storm: Storm | None) -> str:
@@ -851,7 +894,8 @@ async def main(args: argparse.Namespace) -> None:
     data = Path(tempfile.mkdtemp(prefix="vernis-bench-"))
     base_env = {**os.environ, "PYTHONPATH": str(ROOT)}
     model = ModelServers(base_env)
-    vernis_port, relay_port = free_port(), free_port()
+    relay_port = free_port()
+    stormy = args.storm > 0 and not (args.paced_only or args.idle_only)
     ours = floor = Figures()
     storm: Storm | None = None
     try:
@@ -859,11 +903,9 @@ async def main(args: argparse.Namespace) -> None:
             storm = await reconnect_storm(model, base_env, args)
         else:
             await model.use(tokens=100, pace=0.02)
-            env = server_env(base_env, model, data)
-            serve = [sys.executable, "-m", "vernis", "serve", "--demo", "--port", str(vernis_port)]
-            with process(serve, env, SERVER_CORE) as server:
-                await wait_ready(f"http://127.0.0.1:{vernis_port}/readyz", server)
-                target = Target("vernis", f"ws://127.0.0.1:{vernis_port}/api/assistant/ws", server.pid, True)
+            with vernis_serve(base_env, model, data) as server:
+                await server.ready()
+                target = Target("vernis", server.ws_url, server.pid, True)
                 if args.agui:
                     print(
                         f"\n{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores ({cpu_model()}), "
@@ -871,7 +913,9 @@ async def main(args: argparse.Namespace) -> None:
                     )
                     return
                 ours = await measure(target, model, args)
-            if args.storm and not (args.paced_only or args.idle_only):
+                if stormy and args.smoke:
+                    storm = await reconnect_storm(model, base_env, args, shared=server)
+            if stormy and not args.smoke:
                 storm = await reconnect_storm(model, base_env, args)
             relay_cmd = [sys.executable, "bench/relay.py", str(relay_port), model.base_url]
             with process(relay_cmd, base_env, SERVER_CORE) as relay:
@@ -891,9 +935,9 @@ async def main(args: argparse.Namespace) -> None:
 def apply_smoke(args: argparse.Namespace) -> None:
     """`--smoke`: every measurement at tiny sizes, in well under a minute (that it runs and prints;
     the figures mean nothing)."""
-    args.streams, args.paced_seconds, args.seconds, args.warmup = 5, 1.0, 1.0, 0.5
-    args.idle, args.storm, args.storm_streaming, args.storm_window = 20, 20, 5, 1.0
-    args.fixed_clients, args.fixed_answers, args.ttft_answers, args.settle = 5, 2, 3, 0.2
+    args.streams, args.paced_seconds, args.seconds, args.warmup = 5, 0.5, 0.5, 0.2
+    args.idle, args.storm, args.storm_streaming, args.storm_window = 20, 20, 5, 0.5
+    args.fixed_clients, args.fixed_answers, args.ttft_answers, args.settle = 5, 2, 3, 0.1
     # Short paced answers: a load ends once its answers in flight have.
     args.answer_tokens = 20
 

@@ -5,7 +5,8 @@
 Raw asyncio (uvloop) HTTP/1.1 with keep-alive and chunked SSE: every request to `/v1/chat/completions`
 streams `--tokens` content chunks, one every `--pace` seconds (`--pace 0`: as fast as possible,
 `--burst` chunks per write; paced tokens are due at fixed times from the first, so late timer
-wake-ups do not add up), then a finish chunk with usage and `[DONE]`. A title request
+wake-ups do not add up), then a finish chunk with usage and `[DONE]`. `POST /settings` with `{"tokens": n, "pace": s}` changes
+both for the requests that follow (a bench's scenarios share one model server). A title request
 (`max_tokens` below 64) and a summary request get three tokens at once. A last user message that
 says "look it up" gets a `search_contacts` tool call instead (the request after its result, text).
 
@@ -77,6 +78,10 @@ class Model:
                         length = int(line[15:])
                 body = orjson.loads(await reader.readexactly(length)) if length else {}
                 self.requests += 1
+                if head.startswith(b"POST /settings"):
+                    self.tokens, self.pace = int(body["tokens"]), float(body["pace"])
+                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+                    continue
                 if head.startswith(b"GET"):
                     payload = b'{"object":"list","data":[]}'
                     if head.startswith(b"GET /stats"):
