@@ -28,12 +28,12 @@ first token Vernis adds for one user, and the server's memory per idle socket. R
 machine and compare with the relay's figures of the same run; absolute figures move with the machine.
 
 The reconnect storm (Vernis only: the relay has no conversations to resume) runs on a server of its
-own, started for it (a `--smoke` run's shares the measured one): `--storm` members each with a socket and a conversation, `--storm-streaming` of
-them with an answer running, every socket cut at once from the client side, every member back after
-a random delay within `--storm-window` seconds, resuming with `after_seq`; `bench/bench_storm.py`
-says how each checks that it got exactly what it missed. The idle sockets and the storm are held by
-worker processes of `bench/bench_storm.py` on the load core (a process holds at most 20,000
-descriptors here).
+own, started for it (a `--smoke` run's shares the measured one): `--storm` members each with a
+socket and a conversation, `--storm-streaming` of them with an answer running, every socket cut at
+once from the client side, every member back after a random delay within `--storm-window` seconds,
+resuming with `after_seq`; `bench/bench_storm.py` says how each checks that it got exactly what it
+missed. The idle sockets and the storm are held by worker processes of `bench/bench_storm.py` on the
+load core (a process holds at most 20,000 descriptors here).
 """
 
 from __future__ import annotations
@@ -556,15 +556,6 @@ class Storm:
         return own / max(1, self.sockets) * 1000
 
 
-@contextlib.contextmanager
-def vernis_serve(base_env: dict[str, str], model: ModelServers, data: Path) -> Iterator[Server]:
-    """`vernis serve --demo` on the server core, its SQLite in `data` (not yet ready: `Server.ready`)."""
-    port = free_port()
-    serve = [sys.executable, "-m", "vernis", "serve", "--demo", "--port", str(port)]
-    with process(serve, server_env(base_env, model, data), SERVER_CORE) as child:
-        yield Server(child, port, data)
-
-
 @dataclass
 class Server:
     """A running `vernis serve` (`vernis_serve`)."""
@@ -583,6 +574,15 @@ class Server:
 
     async def ready(self) -> None:
         await wait_ready(f"http://127.0.0.1:{self.port}/readyz", self.child)
+
+
+@contextlib.contextmanager
+def vernis_serve(base_env: dict[str, str], model: ModelServers, data: Path) -> Iterator[Server]:
+    """`vernis serve --demo` on the server core, its SQLite in `data` (not yet ready: `Server.ready`)."""
+    port = free_port()
+    serve = [sys.executable, "-m", "vernis", "serve", "--demo", "--port", str(port)]
+    with process(serve, server_env(base_env, model, data), SERVER_CORE) as child:
+        yield Server(child, port, data)
 
 
 async def reconnect_storm(
