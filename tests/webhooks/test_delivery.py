@@ -11,7 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -113,7 +113,7 @@ async def test_a_leased_row_waits_until_its_lease_runs_out(engine: AsyncEngine) 
                 sa.update(_delivery).values(lease_until=utcnow() + timedelta(seconds=30))
             )
         loop = deliverer(engine, webhook)
-        async with httpx.AsyncClient() as client:
+        async with httpx2.AsyncClient() as client:
             assert await loop.deliver_due(client) == 0
             async with engine.begin() as connection:
                 await connection.execute(

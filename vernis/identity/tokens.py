@@ -13,9 +13,10 @@ The accepted algorithm is bound to the key, never read from the token alone: a s
 HS256 only; a PEM public key verifies RS256 (RSA ≥ 2048 bits), ES256 (EC P-256) or EdDSA (Ed25519)
 according to its type; a JWKS key verifies the one algorithm of its `kty`/`crv`. So `alg: none` and
 the HS256-signed-with-the-public-key confusion never reach a signature check. JWKS sets are fetched
-with `httpx`, cached for `jwks_cache_seconds`, and refetched early only for an unknown `kid`, at most
-once per `REFETCH_INTERVAL` seconds so that forged tokens cannot make Vernis hammer the host. A failed
-fetch is not retried for `REFETCH_INTERVAL` seconds either; meanwhile the last good set stays in use.
+with `httpx2` (the model client's HTTP client too), cached for `jwks_cache_seconds`, and refetched
+early only for an unknown `kid`, at most once per `REFETCH_INTERVAL` seconds so that forged tokens
+cannot make Vernis hammer the host. A failed fetch is not retried for `REFETCH_INTERVAL` seconds
+either; meanwhile the last good set stays in use.
 
 A token verified once is taken again without a second signature check for `VERIFIED_SECONDS` (the
 same string: the same claims), never past its `exp` and leeway: every socket of a reconnect storm
@@ -37,7 +38,7 @@ from types import MappingProxyType
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import httpx
+import httpx2
 import jwt
 from cachetools import TTLCache
 from cryptography.exceptions import UnsupportedAlgorithm
@@ -303,7 +304,7 @@ class _JwksCache:
         self._keys: tuple[jwt.PyJWK, ...] | None = None
         self._fetched_at = self._failed_at = self._refetched_at = -math.inf
         self._lock = asyncio.Lock()
-        self._client: httpx.AsyncClient | None = None
+        self._client: httpx2.AsyncClient | None = None
 
     async def key_for(self, kid: str | None) -> jwt.PyJWK:
         key = _pick(await self._current(), kid)
@@ -335,7 +336,7 @@ class _JwksCache:
                 try:
                     self._keys = await self._fetch()
                     self._fetched_at = now
-                except (httpx.HTTPError, httpx.InvalidURL, ValueError, RecursionError) as exc:
+                except (httpx2.HTTPError, httpx2.InvalidURL, ValueError, RecursionError) as exc:
                     self._failed_at = now
                     logger.warning("could not fetch the JWKS from %s: %s", self._url, exc)
             if self._keys is None:
@@ -344,7 +345,7 @@ class _JwksCache:
 
     async def _fetch(self) -> tuple[jwt.PyJWK, ...]:
         if self._client is None:
-            self._client = httpx.AsyncClient(timeout=5.0, headers={"accept": "application/json"})
+            self._client = httpx2.AsyncClient(timeout=5.0, headers={"accept": "application/json"})
         body = bytearray()
         async with self._client.stream("GET", self._url) as response:
             if response.status_code != 200:

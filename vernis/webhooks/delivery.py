@@ -32,7 +32,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
+import httpx2
 import orjson
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -91,7 +91,7 @@ class Deliverer:
         self._wake.set()
 
     async def run(self) -> None:
-        async with httpx.AsyncClient(
+        async with httpx2.AsyncClient(
             timeout=self._timeout, follow_redirects=False, trust_env=False
         ) as client:
             while True:
@@ -109,7 +109,7 @@ class Deliverer:
                 except TimeoutError:
                     pass
 
-    async def deliver_due(self, client: httpx.AsyncClient) -> int:
+    async def deliver_due(self, client: httpx2.AsyncClient) -> int:
         """Take the leases of the rows due now and send them; how many were taken."""
         now = utcnow()
         free = sa.or_(_delivery.c.lease_until.is_(None), _delivery.c.lease_until < now)
@@ -138,7 +138,7 @@ class Deliverer:
         await asyncio.gather(*(self._send(client, row, lease) for row in taken))
         return len(taken)
 
-    async def _send(self, client: httpx.AsyncClient, row: Any, lease: datetime) -> None:
+    async def _send(self, client: httpx2.AsyncClient, row: Any, lease: datetime) -> None:
         entry = self._entries.get(row.url)
         error: str | None = None
         final = False
@@ -160,7 +160,7 @@ class Deliverer:
                 error = f"HTTP {response.status_code}"
         except _Refused as exc:
             error, final = f"refused: {exc}", True
-        except httpx.HTTPError as exc:
+        except httpx2.HTTPError as exc:
             error = type(exc).__name__
         await self._record(row, lease, error, final=final)
 
@@ -194,7 +194,7 @@ async def _check_public(url: str) -> None:
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, parts.port, type=socket.SOCK_STREAM)
     except OSError as exc:
-        raise httpx.ConnectError(f"{host}: {exc}") from exc
+        raise httpx2.ConnectError(f"{host}: {exc}") from exc
     for *_, address in infos:
         ip = ipaddress.ip_address(address[0])
         if not ip.is_global:
