@@ -5,10 +5,11 @@
 Raw asyncio (uvloop) HTTP/1.1 with keep-alive and chunked SSE: every request to `/v1/chat/completions`
 streams `--tokens` content chunks, one every `--pace` seconds (`--pace 0`: as fast as possible,
 `--burst` chunks per write; paced tokens are due at fixed times from the first, so late timer
-wake-ups do not add up), then a finish chunk with usage and `[DONE]`. `POST /settings` with `{"tokens": n, "pace": s}` changes
-both for the requests that follow (a bench's scenarios share one model server). A title request
-(`max_tokens` below 64) and a summary request get three tokens at once. A last user message that
-says "look it up" gets a `search_contacts` tool call instead (the request after its result, text).
+wake-ups do not add up), then a finish chunk with usage and `[DONE]`. `POST /settings` with
+`{"tokens": n, "pace": s}` changes both for the requests that follow (a bench's scenarios share one
+model server). A title request (`max_tokens` below 64) and a summary request get three tokens at
+once. A last user message that says "look it up" gets a `search_contacts` tool call instead (the
+request after its result, text).
 
 Each content chunk carries the moment it was written, `t<CLOCK_MONOTONIC µs> `, so a client on this
 machine measures the latency Vernis adds: its receipt time minus that stamp. The first chunk of an
