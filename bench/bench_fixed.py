@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sys
 import tempfile
 from pathlib import Path
 
@@ -23,17 +22,14 @@ import uvloop
 from bench_server import (
     LOAD_CORE,
     ROOT,
-    SERVER_CORE,
     ModelServers,
     Tally,
     Target,
     converse,
     converse_agui,
     cpu_seconds,
-    free_port,
-    process,
     server_env,
-    wait_ready,
+    vernis_serve,
 )
 
 MEMBERS, ANSWERS = 20, 10
@@ -68,12 +64,10 @@ async def main(args: argparse.Namespace) -> None:
     model = ModelServers(base_env)
     await model.use(tokens=10, pace=0)
     env = server_env(base_env, model, Path(tempfile.mkdtemp(prefix="vernis-bench-")))
-    port = free_port()
     try:
-        serve = [sys.executable, "-m", "vernis", "serve", "--demo", "--port", str(port)]
-        with process(serve, env, SERVER_CORE) as server:
-            await wait_ready(f"http://127.0.0.1:{port}/readyz", server)
-            target = Target("vernis", f"ws://127.0.0.1:{port}/api/assistant/ws", server.pid, True)
+        with vernis_serve(env) as server:
+            await server.ready()
+            target = server.target()
             member = 0
             for _ in range(args.rounds):
                 for agui in (False, True):

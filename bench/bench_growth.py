@@ -37,10 +37,8 @@ from bench_server import (
     Target,
     cpu_model,
     cpu_seconds,
-    free_port,
-    process,
     server_env,
-    wait_ready,
+    vernis_serve,
 )
 from websockets.asyncio.client import ClientConnection
 
@@ -93,13 +91,11 @@ async def main(args: argparse.Namespace) -> None:
     model = ModelServers(base_env)
     await model.use(tokens=50, pace=0)
     env = server_env(base_env, model, data)
-    port = free_port()
     rows: list[tuple[float, float, float, float]] = []
     try:
-        serve = [sys.executable, "-m", "vernis", "serve", "--demo", "--port", str(port)]
-        with process(serve, env, SERVER_CORE) as server:
-            await wait_ready(f"http://127.0.0.1:{port}/readyz", server)
-            target = Target("vernis", f"ws://127.0.0.1:{port}/api/assistant/ws", server.pid, True)
+        with vernis_serve(env) as server:
+            await server.ready()
+            target = server.target()
             await round_(target, 20, 900_000)  # warm: imports, caches, the first compactions
             for number in range(args.rounds):
                 rows.append(await round_(target, args.clients, number * 10_000))

@@ -59,6 +59,7 @@ from bench_server import (
     load,
     pct,
     process,
+    vernis_serve,
     wait_ready,
 )
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -194,11 +195,9 @@ async def main(args: argparse.Namespace) -> None:
             await redis_ready(redis_port)
 
             async def vernis(environment: dict[str, str]) -> Target:
-                port = free_port()
-                serve = [sys.executable, "-m", "vernis", "serve", "--demo", "--port", str(port)]
-                child = stack.enter_context(process(serve, environment, SERVER_CORE))
-                await wait_ready(f"http://127.0.0.1:{port}/readyz", child)
-                return Target("vernis", f"ws://127.0.0.1:{port}/api/assistant/ws", child.pid, True)
+                server = stack.enter_context(vernis_serve(environment))
+                await server.ready()
+                return server.target()
 
             relay_port = free_port()
             relay_cmd = [sys.executable, "bench/relay.py", str(relay_port), model.base_url]

@@ -34,7 +34,6 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 from bench_server import (
     LOAD_CORE,
@@ -45,7 +44,9 @@ from bench_server import (
     Target,
     converse,
     free_port,
+    process,
     server_env,
+    tail,
     wait_ready,
 )
 
@@ -83,10 +84,6 @@ def totals(folder: Path) -> int:
     return found
 
 
-def start(command: list[str], env: dict[str, str], log: IO[bytes]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(command, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-
-
 async def count(
     target: str, tokens: int, answers: int, model: ModelServers, base_env: dict[str, str]
 ) -> Count:
@@ -95,9 +92,6 @@ async def count(
     port = free_port()
     data = Path(tempfile.mkdtemp(prefix="vernis-bench-instr-"))
     valgrind = [
-        "taskset",
-        "-c",
-        str(SERVER_CORE),
         "valgrind",
         "--tool=callgrind",
         "--instr-atstart=no",
@@ -111,31 +105,27 @@ async def count(
         env = {**base_env, "PYTHONHASHSEED": "0"}
         command = [sys.executable, "bench/relay.py", str(port), model.base_url]
         ws_url, ready = f"ws://127.0.0.1:{port}/ws", f"http://127.0.0.1:{port}/"
-    with (data / "server.log").open("wb") as log:
-        server = start([*valgrind, *command], env, log)
-        try:
-            for attempt in range(READY_TRIES):
-                try:
-                    await wait_ready(ready, server)
-                    break
-                except RuntimeError:
-                    if server.poll() is not None or attempt == READY_TRIES - 1:
-                        raise
-            client = Target(target, ws_url, server.pid, target == "vernis")
-            ws = await client.open(0)
-            tally, stop = Tally(), asyncio.Event()
-            await converse(ws, tally, stop, WARM_ANSWERS)
-            callgrind_control("--instr=on", str(server.pid))
-            await converse(ws, tally, stop, answers)
-            callgrind_control("--instr=off", str(server.pid))
-            callgrind_control("--dump", str(server.pid))
-            await ws.close()
-        finally:
-            server.terminate()
-            server.wait(120)
+    # The dump is written before the server is stopped: a kill past `process`'s wait loses nothing.
+    with process([*valgrind, *command], env, SERVER_CORE) as server:
+        for attempt in range(READY_TRIES):
+            try:
+                await wait_ready(ready, server)
+                break
+            except RuntimeError:
+                if server.poll() is not None or attempt == READY_TRIES - 1:
+                    raise
+        client = Target(target, ws_url, server.pid, target == "vernis")
+        ws = await client.open(0)
+        tally, stop = Tally(), asyncio.Event()
+        await converse(ws, tally, stop, WARM_ANSWERS)
+        callgrind_control("--instr=on", str(server.pid))
+        await converse(ws, tally, stop, answers)
+        callgrind_control("--instr=off", str(server.pid))
+        callgrind_control("--dump", str(server.pid))
+        await ws.close()
     instructions = totals(data)
     if not instructions:
-        raise RuntimeError(f"no instructions counted for {target}; the server's log: {data / 'server.log'}")
+        raise RuntimeError(f"no instructions counted for {target}; the server's log: {tail(server)}")
     shutil.rmtree(data, ignore_errors=True)
     return Count(target, tokens, answers, instructions)
 

@@ -558,11 +558,10 @@ class Storm:
 
 @dataclass
 class Server:
-    """A running `vernis serve` (`vernis_serve`)."""
+    """A running `vernis serve --demo` (`vernis_serve`)."""
 
     child: subprocess.Popen[bytes]
     port: int
-    data: Path
 
     @property
     def pid(self) -> int:
@@ -572,34 +571,35 @@ class Server:
     def ws_url(self) -> str:
         return f"ws://127.0.0.1:{self.port}/api/assistant/ws"
 
+    def target(self) -> Target:
+        return Target("vernis", self.ws_url, self.pid, True)
+
     async def ready(self) -> None:
         await wait_ready(f"http://127.0.0.1:{self.port}/readyz", self.child)
 
 
 @contextlib.contextmanager
-def vernis_serve(base_env: dict[str, str], model: ModelServers, data: Path) -> Iterator[Server]:
-    """`vernis serve --demo` on the server core, its SQLite in `data` (not yet ready: `Server.ready`)."""
+def vernis_serve(env: dict[str, str]) -> Iterator[Server]:
+    """`vernis serve --demo` with `env`, on the server core, stopped at the end (`Server.ready`
+    waits for it to answer)."""
     port = free_port()
     serve = [sys.executable, "-m", "vernis", "serve", "--demo", "--port", str(port)]
-    with process(serve, server_env(base_env, model, data), SERVER_CORE) as child:
-        yield Server(child, port, data)
+    with process(serve, env, SERVER_CORE) as child:
+        yield Server(child, port)
 
 
-async def reconnect_storm(
-    model: ModelServers, base_env: dict[str, str], args: argparse.Namespace, shared: Server | None = None
-) -> Storm:
-    """`args.storm` members on a server of their own (or on `shared`, a smoke run's: one start
-    fewer), every socket cut at once, every member back with `after_seq` within `args.storm_window` s
-    (`bench/bench_storm.py` holds the clients)."""
-    if shared is not None:
-        return await storm_on(shared, model, args)
-    with vernis_serve(base_env, model, Path(tempfile.mkdtemp(prefix="vernis-bench-storm-"))) as server:
+async def reconnect_storm(model: ModelServers, base_env: dict[str, str], args: argparse.Namespace) -> Storm:
+    """The storm (`storm_on`) on a server of its own, started for it on SQLite."""
+    data = Path(tempfile.mkdtemp(prefix="vernis-bench-storm-"))
+    with vernis_serve(server_env(base_env, model, data)) as server:
         await server.ready()
-        return await storm_on(server, model, args)
+        return await storm_on(server, data / "vernis.db", model, args)
 
 
-async def storm_on(server: Server, model: ModelServers, args: argparse.Namespace) -> Storm:
-    """The storm (`reconnect_storm`) on a running server."""
+async def storm_on(server: Server, database: Path, model: ModelServers, args: argparse.Namespace) -> Storm:
+    """`args.storm` members on `server` (its SQLite file `database`), every socket cut at once, every
+    member back with `after_seq` within `args.storm_window` s (`bench/bench_storm.py` holds the
+    clients)."""
     figures = Storm(sockets=args.storm, window=args.storm_window)
     figures.streaming = min(args.storm, args.storm_streaming)
     # The running answers' cost alone is measured for `quiet` s before the cut; they last that long,
@@ -666,7 +666,7 @@ async def storm_on(server: Server, model: ModelServers, args: argparse.Namespace
         ]
     finally:
         await asyncio.gather(*(worker.close() for worker in workers))
-    tally_storm(figures, results, server.data / "vernis.db")
+    tally_storm(figures, results, database)
     print(
         f"[storm] back {figures.back:,} of {figures.sockets:,}, exactly what they missed "
         f"{figures.exact:,}; caught up p50 / p99 / max {quantile(figures.caught_up_ms, 0.5):.0f} / "
@@ -903,9 +903,9 @@ async def main(args: argparse.Namespace) -> None:
             storm = await reconnect_storm(model, base_env, args)
         else:
             await model.use(tokens=100, pace=0.02)
-            with vernis_serve(base_env, model, data) as server:
+            with vernis_serve(server_env(base_env, model, data)) as server:
                 await server.ready()
-                target = Target("vernis", server.ws_url, server.pid, True)
+                target = server.target()
                 if args.agui:
                     print(
                         f"\n{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores ({cpu_model()}), "
@@ -914,7 +914,8 @@ async def main(args: argparse.Namespace) -> None:
                     return
                 ours = await measure(target, model, args)
                 if stormy and args.smoke:
-                    storm = await reconnect_storm(model, base_env, args, shared=server)
+                    # A smoke run's storm shares the measured server: one start fewer.
+                    storm = await storm_on(server, data / "vernis.db", model, args)
             if stormy and not args.smoke:
                 storm = await reconnect_storm(model, base_env, args)
             relay_cmd = [sys.executable, "bench/relay.py", str(relay_port), model.base_url]
