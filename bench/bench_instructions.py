@@ -1,6 +1,6 @@
 """The instructions an answer costs the server, counted by valgrind (callgrind), Vernis and the relay.
 
-    python bench/bench_instructions.py [--answers 60]
+    python bench/bench_instructions.py [--answers 60] [--pace 0.01]
 
 Time on a shared machine moves from one minute to the next; the instructions a process executes
 for the same work barely do (how much, run after run: `bench/results/2026-11-server.md`, session
@@ -10,7 +10,8 @@ after, in the same terms for Vernis and the floor:
 - `vernis serve --demo` (SQLite, the demo's prompt and 40 tools), or `bench/relay.py`, runs under
   `valgrind --tool=callgrind` with its instrumentation off while it starts; `bench/model_server.py`
   answers in bursts (the whole answer as fast as the socket takes it), as `bench_server.py`'s burst
-  and fixed-cost rows do.
+  and fixed-cost rows do; with `--pace`, one chunk every that many seconds, as its paced load does
+  (each chunk a read of the model's stream and a frame of its own).
 - One member on one socket asks 5 questions to warm up, then instrumentation goes on
   (`callgrind_control -i on`) for `--answers` more, one after the other: one client, so the
   server's work does not depend on how answers interleave.
@@ -85,10 +86,10 @@ def totals(folder: Path) -> int:
 
 
 async def count(
-    target: str, tokens: int, answers: int, model: ModelServers, base_env: dict[str, str]
+    target: str, tokens: int, answers: int, model: ModelServers, base_env: dict[str, str], pace: float = 0
 ) -> Count:
     """`answers` answers of `tokens` tokens on a fresh server under callgrind."""
-    await model.use(tokens=tokens, pace=0)
+    await model.use(tokens=tokens, pace=pace)
     port = free_port()
     data = Path(tempfile.mkdtemp(prefix="vernis-bench-instr-"))
     valgrind = [
@@ -130,7 +131,7 @@ async def count(
     return Count(target, tokens, answers, instructions)
 
 
-def table(counts: Sequence[Count]) -> str:
+def table(counts: Sequence[Count], paced: bool) -> str:
     by = {(c.target, c.tokens): c.per_answer for c in counts}
     short, long = LENGTHS
 
@@ -141,7 +142,7 @@ def table(counts: Sequence[Count]) -> str:
     ours, floor = figures("vernis"), figures("relay")
     labels = (
         f"an answer of {short} tokens",
-        f"an answer of {long} tokens (the burst's)",
+        f"an answer of {long} tokens ({'the paced load' if paced else 'the burst'}'s)",
         "each token more",
         "an answer at no token (the fixed part)",
     )
@@ -166,16 +167,22 @@ async def main(args: argparse.Namespace) -> None:
         for target in ("vernis", "relay"):
             for tokens in LENGTHS:
                 print(f"[{target}] {args.answers} answers of {tokens} tokens under callgrind", flush=True)
-                counts.append(await count(target, tokens, args.answers, model, base_env))
+                counts.append(await count(target, tokens, args.answers, model, base_env, args.pace))
     finally:
         model.close()
     print()
-    print(table(counts))
+    print(table(counts, args.pace > 0))
 
 
 def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--answers", type=int, default=60, help="answers counted per server and length")
+    parser.add_argument(
+        "--pace",
+        type=float,
+        default=0,
+        help="seconds between the model's chunks (0: bursts; paced, each chunk is a read and a frame of its own)",
+    )
     return parser.parse_args(argv)
 
 
