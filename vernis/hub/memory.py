@@ -141,11 +141,13 @@ class MemoryHub:
         self._sweep_seconds = sweep_seconds
         # Per conversation, its sinks in the order they came (a dict as an ordered set: a review
         # channel has every reviewer of an organization, thousands; adding or removing one is O(1)).
-        self._subscribers: dict[UUID, dict[Sink, None]] = {}
-        self._seq: dict[UUID, int] = {}
-        self._events: dict[UUID, _Window] = {}
-        self._in_flight: dict[UUID, InFlight] = {}
-        self._leases: dict[UUID, str] = {}
+        # Every map is keyed by the conversation id's `int`: a `uuid.UUID` hashes in Python code (its
+        # `__hash__`), and a delta's publish looks its conversation up four times.
+        self._subscribers: dict[int, dict[Sink, None]] = {}
+        self._seq: dict[int, int] = {}
+        self._events: dict[int, _Window] = {}
+        self._in_flight: dict[int, InFlight] = {}
+        self._leases: dict[int, str] = {}
         self._clock = clock
         self._monotonic = monotonic
         self._replay_seconds = replay_seconds
@@ -155,54 +157,56 @@ class MemoryHub:
     # --- subscriptions ---------------------------------------------------------------------------
 
     def subscribe(self, conversation_id: UUID, sink: Sink) -> None:
-        self._subscribers.setdefault(conversation_id, {})[sink] = None
+        self._subscribers.setdefault(conversation_id.int, {})[sink] = None
 
     def unsubscribe(self, conversation_id: UUID, sink: Sink) -> None:
-        sinks = self._subscribers.get(conversation_id)
+        key = conversation_id.int
+        sinks = self._subscribers.get(key)
         if sinks is None:
             return
         sinks.pop(sink, None)
         if not sinks:
-            del self._subscribers[conversation_id]
+            del self._subscribers[key]
 
     # --- events ----------------------------------------------------------------------------------
 
     def publish(self, conversation_id: UUID, event: Event) -> None:
-        seq = self._last(conversation_id) + 1
-        self._seq[conversation_id] = seq
+        key = conversation_id.int
+        seq = self._last(key) + 1
+        self._seq[key] = seq
         frame = self._encode(event, seq)
         now = self._monotonic()
-        window = self._events.get(conversation_id)
+        window = self._events.get(key)
         if window is None:
-            window = self._events[conversation_id] = _Window(seq)
+            window = self._events[key] = _Window(seq)
         else:
             window.trim(now - self._replay_seconds, self._replay_max - 1)
         window.append(seq, frame, event, now)
         published = HubEvent(seq, frame, event, now)
         if type(event) is not TextDelta:
             if isinstance(event, AnswerStarted):
-                self._in_flight[conversation_id] = InFlight(event.message_id, seq)
+                self._in_flight[key] = InFlight(event.message_id, seq)
             elif isinstance(event, AnswerEnded):
-                self._in_flight.pop(conversation_id, None)
-        sinks = self._subscribers.get(conversation_id)
+                self._in_flight.pop(key, None)
+        sinks = self._subscribers.get(key)
         if sinks:
             for sink in tuple(sinks):
                 sink.deliver(published)
 
     async def last_seq(self, conversation_id: UUID) -> int:
-        return self._last(conversation_id)
+        return self._last(conversation_id.int)
 
-    def _last(self, conversation_id: UUID) -> int:
-        seq = self._seq.get(conversation_id)
+    def _last(self, key: int) -> int:
+        seq = self._seq.get(key)
         if seq is None:
             # The counter starts from the clock (microseconds), so that it keeps growing across
             # restarts of the process without storing it: a client holding an older `seq` never
             # mistakes a new event for one it has already seen.
-            seq = self._seq[conversation_id] = int(self._clock() * 1_000_000)
+            seq = self._seq[key] = int(self._clock() * 1_000_000)
         return seq
 
     async def in_flight(self, conversation_id: UUID) -> InFlight | None:
-        return self._in_flight.get(conversation_id)
+        return self._in_flight.get(conversation_id.int)
 
     def on_stop(self, handler: StopHandler) -> None:
         self._stop_handlers.append(handler)
@@ -215,12 +219,13 @@ class MemoryHub:
         return None
 
     async def events_since(self, conversation_id: UUID, after_seq: int) -> list[HubEvent] | None:
-        last = self._seq.get(conversation_id)
+        key = conversation_id.int
+        last = self._seq.get(key)
         if last is None or after_seq > last:
             return None
         if after_seq == last:
             return []
-        window = self._events.get(conversation_id)
+        window = self._events.get(key)
         if window is None:
             return None
         window.trim(self._monotonic() - self._replay_seconds, self._replay_max)
@@ -229,12 +234,12 @@ class MemoryHub:
     def sweep(self) -> None:
         """Forget conversations whose last event left the replay window and that nobody shows."""
         horizon = self._monotonic() - self._replay_seconds
-        for conversation_id in [c for c, window in self._events.items() if _older(window.last_at(), horizon)]:
-            if conversation_id in self._subscribers or conversation_id in self._leases:
+        for key in [k for k, window in self._events.items() if _older(window.last_at(), horizon)]:
+            if key in self._subscribers or key in self._leases:
                 continue
-            del self._events[conversation_id]
-            self._seq.pop(conversation_id, None)
-            self._in_flight.pop(conversation_id, None)
+            del self._events[key]
+            self._seq.pop(key, None)
+            self._in_flight.pop(key, None)
 
     async def run(self) -> None:
         while True:
@@ -247,17 +252,19 @@ class MemoryHub:
     # --- the answer lease ------------------------------------------------------------------------
 
     async def try_acquire(self, conversation_id: UUID, owner: str) -> bool:
-        if self._leases.get(conversation_id, owner) != owner:
+        key = conversation_id.int
+        if self._leases.get(key, owner) != owner:
             return False
-        self._leases[conversation_id] = owner
+        self._leases[key] = owner
         return True
 
     async def release(self, conversation_id: UUID, owner: str) -> None:
-        if self._leases.get(conversation_id) == owner:
-            del self._leases[conversation_id]
+        key = conversation_id.int
+        if self._leases.get(key) == owner:
+            del self._leases[key]
 
     async def holder(self, conversation_id: UUID) -> str | None:
-        return self._leases.get(conversation_id)
+        return self._leases.get(conversation_id.int)
 
     def lease_mark(self, conversation_id: UUID) -> str | None:
         return None
