@@ -2,9 +2,10 @@
 in this process.
 
 Each conversation's replay window is kept in memory, trimmed by age (`replay_seconds`) and by count
-(`replay_max_events`) when it is written or read; the windows of conversations nobody shows or
-answers in any more are swept every `sweep_seconds` by `run()`. Seqs start from the clock in
-microseconds, so they keep growing across restarts without being stored.
+(`replay_max_events`) when it is read, and when it is written (by age, once a block of events);
+the windows of conversations nobody shows or answers in any more are swept every `sweep_seconds` by
+`run()`. Seqs start from the clock in microseconds, so they keep growing across restarts without
+being stored.
 """
 
 from __future__ import annotations
@@ -172,14 +173,17 @@ class MemoryHub:
 
     def publish(self, conversation_id: UUID, event: Event) -> None:
         key = conversation_id.int
-        seq = self._last(key) + 1
+        seq = self._seq.get(key)
+        seq = (self._last(key) if seq is None else seq) + 1
         self._seq[key] = seq
         frame = self._encode(event, seq)
         now = self._monotonic()
         window = self._events.get(key)
         if window is None:
             window = self._events[key] = _Window(seq)
-        else:
+        elif not window.tail or window.size >= self._replay_max:
+            # By count before every append that would pass it; by age once a block of events: a
+            # read (`events_since`) trims again first, so what it returns is exact.
             window.trim(now - self._replay_seconds, self._replay_max - 1)
         window.append(seq, frame, event, now)
         published = HubEvent(seq, frame, event, now)
