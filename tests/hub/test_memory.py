@@ -181,8 +181,8 @@ async def test_finished_conversations_are_forgotten_by_the_scheduled_sweep() -> 
         tracemalloc.stop()
     assert grown > 2_000_000  # 52,000 kept events
     # What is left is the two conversations still in use (shown, and answering: 104 events) and the
-    # hub's dicts at the size they grew to: under 1 % of what the finished answers held.
-    assert left < grown / 100, (grown, left)
+    # hub's dicts at the size they grew to (about 0.1 MB): under 2 % of what the finished answers held.
+    assert left < grown / 50, (grown, left)
     # Forgotten: a finished conversation numbers from the clock again; the two in use kept theirs.
     assert await hub.last_seq(one_of_them) == 7_000_000
     assert (await hub.last_seq(shown), await hub.last_seq(leased)) == kept

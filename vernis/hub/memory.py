@@ -15,6 +15,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 from uuid import UUID
 
 from vernis.conversation.events import AnswerEnded, AnswerStarted, Event, TextDelta
@@ -35,16 +36,24 @@ logger = logging.getLogger("vernis.hub")
 # How often replay windows nobody needs any more are forgotten.
 SWEEP_SECONDS = 60.0
 
-# How the memory hub keeps an event in its replay window: a plain tuple of its seq, frame, content and
-# time, or for any event but a text delta (None, the event itself kept aside in `_Window.others`). A
-# tuple of strings and numbers only is untracked by the garbage collector at its first collection.
-Kept = tuple[int, str, str | None, float]
-
-# Kept events are grouped in tuples of this many, themselves untracked then, so that a full
-# collection, which walks every container the collector tracks, visits one object per block rather
-# than one per kept event: a replay window holds every delta of its minutes, and a full collection
-# pauses the process for as long as its walk takes.
+# How the memory hub keeps its replay windows: an event's frame, its content (a text delta's text, or
+# None for any other event, itself kept aside in `_Window.others`) and its time, in three lists side
+# by side, its seq being the window's first plus its place. No container is made per event: a delta
+# kept in a tuple of its own was one more object the collector tracks, and at every delta of every
+# stream those made most of its young collections (`bench/results/`).
+#
+# Full lists are frozen into blocks of this many (one tuple of the frames, then the contents, then
+# the times: strings and numbers, which the collector stops tracking at its first pass), so that a
+# full collection, which walks every container the collector tracks, visits one object per block
+# rather than one per kept event: a replay window holds every delta of its minutes, and a full
+# collection pauses the process for as long as its walk takes.
 BLOCK = 64
+
+# Where a block's contents and times start.
+_CONTENTS, _ATS = BLOCK, 2 * BLOCK
+
+# A block: BLOCK frames (str), then as many contents (str | None), then as many times (float).
+Block = tuple[Any, ...]
 
 
 def _older(at: float | None, horizon: float) -> bool:
@@ -54,58 +63,64 @@ def _older(at: float | None, horizon: float) -> bool:
 class _Window:
     """One conversation's replay window: its kept events, oldest first, with consecutive seqs."""
 
-    __slots__ = ("blocks", "first", "others", "size", "skip", "tail")
+    __slots__ = ("ats", "blocks", "contents", "first", "frames", "others", "size", "skip")
 
     def __init__(self, first: int) -> None:
         self.first = first  # the seq of the oldest kept event
         self.size = 0  # how many are kept
-        self.blocks: deque[tuple[Kept, ...]] = deque()  # full blocks, oldest first
+        self.blocks: deque[Block] = deque()  # full blocks, oldest first
         self.skip = 0  # events of blocks[0] already dropped
-        self.tail: list[Kept] = []  # the newest events, fewer than BLOCK
+        # The newest events, fewer than BLOCK: their frames, contents and times.
+        self.frames: list[str] = []
+        self.contents: list[str | None] = []
+        self.ats: list[float] = []
         self.others: dict[int, Event] = {}  # the kept events that are not text deltas, by seq
 
     def append(self, seq: int, frame: str, event: Event, at: float) -> None:
-        tail = self.tail
+        frames = self.frames
+        frames.append(frame)
         if type(event) is TextDelta:
-            tail.append((seq, frame, event.content, at))
+            self.contents.append(event.content)
         else:
-            tail.append((seq, frame, None, at))
+            self.contents.append(None)
             self.others[seq] = event
+        self.ats.append(at)
         self.size += 1
-        if len(tail) == BLOCK:
-            self.blocks.append(tuple(tail))
-            self.tail = []
+        if len(frames) == BLOCK:
+            self.blocks.append((*frames, *self.contents, *self.ats))
+            self.frames, self.contents, self.ats = [], [], []
 
     def trim(self, horizon: float, max_events: int) -> None:
         """Drop the events older than `horizon` and the oldest beyond `max_events`."""
         blocks = self.blocks
         while blocks:
             block = blocks[0]
-            oldest = block[self.skip]
-            if oldest[3] >= horizon and self.size <= max_events:
+            skip = self.skip
+            if block[_ATS + skip] >= horizon and self.size <= max_events:
                 return
-            if oldest[2] is None:
-                del self.others[oldest[0]]
+            if block[_CONTENTS + skip] is None:
+                del self.others[self.first]
             self.skip += 1
             self.first += 1
             self.size -= 1
-            if self.skip == len(block):
+            if self.skip == BLOCK:
                 blocks.popleft()
                 self.skip = 0
-        tail = self.tail
         drop = 0
-        while drop < len(tail) and (tail[drop][3] < horizon or self.size > max_events):
-            if tail[drop][2] is None:
-                del self.others[tail[drop][0]]
+        ats, contents = self.ats, self.contents
+        while drop < len(ats) and (ats[drop] < horizon or self.size > max_events):
+            if contents[drop] is None:
+                del self.others[self.first + drop]
             drop += 1
             self.size -= 1
         if drop:
-            del tail[:drop]
+            del self.frames[:drop], contents[:drop], ats[:drop]
             self.first += drop
 
     def last_at(self) -> float | None:
-        newest = self.tail[-1] if self.tail else self.blocks[-1][-1] if self.blocks else None
-        return None if newest is None else newest[3]
+        if self.ats:
+            return self.ats[-1]
+        return self.blocks[-1][-1] if self.blocks else None
 
     def since(self, after_seq: int) -> list[HubEvent] | None:
         """The kept events after `after_seq`; None when some of them are no longer kept."""
@@ -113,16 +128,24 @@ class _Window:
             return None
         # Seqs are consecutive, so the first wanted event sits at a known offset.
         start = max(0, after_seq + 1 - self.first) + self.skip
+        seq = self.first - self.skip  # the seq of the first event of the first part
+        others = self.others
         out: list[HubEvent] = []
-        for block in (*self.blocks, self.tail):
-            if start >= len(block):
-                start -= len(block)
-                continue
-            others = self.others
-            for seq, frame, content, at in block[start:]:
-                event = TextDelta(content) if content is not None else others[seq]
-                out.append(HubEvent(seq, frame, event, at))
-            start = 0
+        for block in self.blocks:
+            if start < BLOCK:
+                for index in range(start, BLOCK):
+                    content = block[_CONTENTS + index]
+                    event = TextDelta(content) if content is not None else others[seq + index]
+                    out.append(HubEvent(seq + index, block[index], event, block[_ATS + index]))
+                start = 0
+            else:
+                start -= BLOCK
+            seq += BLOCK
+        frames, contents, ats = self.frames, self.contents, self.ats
+        for index in range(start, len(frames)):
+            content = contents[index]
+            event = TextDelta(content) if content is not None else others[seq + index]
+            out.append(HubEvent(seq + index, frames[index], event, ats[index]))
         return out
 
 
@@ -181,7 +204,7 @@ class MemoryHub:
         window = self._events.get(key)
         if window is None:
             window = self._events[key] = _Window(seq)
-        elif not window.tail or window.size >= self._replay_max:
+        elif not window.frames or window.size >= self._replay_max:
             # By count before every append that would pass it; by age once a block of events: a
             # read (`events_since`) trims again first, so what it returns is exact.
             window.trim(now - self._replay_seconds, self._replay_max - 1)
