@@ -213,6 +213,13 @@ async def _reads(http: httpx2.Response) -> AsyncGenerator[bytes, None]:
         async for data in http.aiter_bytes():
             yield data
         return
+    # From the body on, the stall watch (`_StallWatch`) bounds the silence between chunks: the client's
+    # read timeout, which bounded the wait for the headers, would cancel and arm a timer in aiohttp for
+    # every chunk (two objects for the garbage collector each). The next request on this connection
+    # sets its own again.
+    connection = aiohttp_response.connection
+    if connection is not None and connection.protocol is not None:
+        connection.protocol.read_timeout = None
     content = aiohttp_response.content
     while True:
         try:
