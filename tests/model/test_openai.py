@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import time
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
+import orjson
 import pytest
 
 from tests.fixtures.scripted import ScriptedServer, scripted_fixture  # noqa: F401
@@ -491,3 +493,45 @@ async def test_usage_without_cache_details_counts_none(
     events = await events_of(llm)
 
     assert [event for event in events if isinstance(event, Usage)] == [Usage(10, 2, cached_tokens=cached)]
+
+
+async def test_a_compressed_stream_is_read_whole() -> None:
+    """A stream the provider compresses (`content-encoding: gzip`) is read through httpx2's decoding and gives the whole answer."""
+    chunks: list[dict[str, Any]] = [
+        {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+        for text in ("Zipped", " text.")
+    ]
+    chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    body = gzip.compress(
+        b"".join(b"data: " + orjson.dumps(chunk) + b"\n\n" for chunk in chunks) + b"data: [DONE]\n\n"
+    )
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(
+            next(line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")).split(
+                b":"
+            )[1]
+        )
+        await reader.readexactly(length)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-encoding: gzip\r\n"
+            b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body)
+        )
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    model = OpenAIChatModel(
+        base_url=f"http://127.0.0.1:{port}/v1", api_key=None, stall_timeout=5, max_retries=0
+    )
+    try:
+        events = await events_of(model)
+    finally:
+        await model.aclose()
+        server.close()
+        await server.wait_closed()
+
+    assert text_of(events) == "Zipped text."
+    assert events[-1] == Finish("stop")

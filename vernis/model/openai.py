@@ -24,8 +24,8 @@ import asyncio
 import email.utils
 import ssl
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
-from contextlib import aclosing, asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
@@ -108,46 +108,46 @@ class OpenAIChatModel:
                 # Whether the answer has begun (an event went out): a stall before it is retried
                 # like a 5xx (SPEC §9); after it, it fails the answer.
                 started = False
+                read = _reader(http)
                 try:
-                    async with aclosing(_reads(http)) as reads:
-                        while not assembler.done:
-                            watch.waiting = True
-                            try:
-                                data = await anext(reads)
-                            except StopAsyncIteration:
+                    while not assembler.done:
+                        watch.waiting = True
+                        try:
+                            data = await read()
+                            if not data:
                                 break
-                            except asyncio.CancelledError:
-                                if not watch.expired():
-                                    raise
-                                if assembler.finish_reason is not None:
-                                    break  # the answer is complete; the provider just kept the stream open
-                                if not started:
-                                    raise _not_started("chunk", self.stall_timeout) from None
-                                raise LLMStalled(detail=f"no chunk for {self.stall_timeout:g} s") from None
-                            except httpx2.TimeoutException:
-                                if assembler.finish_reason is not None:
-                                    break
-                                if not started:
-                                    raise _not_started("byte", self.stall_timeout) from None
-                                raise LLMStalled(detail=f"no byte for {self.stall_timeout:g} s") from None
-                            except (httpx2.TransportError, ssl.SSLError) as exc:
-                                if assembler.finish_reason is not None:
-                                    break
-                                raise LLMUnavailable(
-                                    "The connection to the language model was cut mid-answer.",
-                                    detail=f"{type(exc).__name__}: {exc}"[:_DETAIL_CHARS],
-                                ) from exc
-                            finally:
-                                watch.waiting = False
-                            lines = (pending + data if pending else data).split(b"\n")
-                            pending = lines.pop()
-                            events, error = assembler.read(lines, watch.progress)
-                            if events:
-                                started = True
-                                for event in events:
-                                    yield event
-                            if error is not None:
-                                raise error
+                        except asyncio.CancelledError:
+                            if not watch.expired():
+                                raise
+                            if assembler.finish_reason is not None:
+                                break  # the answer is complete; the provider just kept the stream open
+                            if not started:
+                                raise _not_started("chunk", self.stall_timeout) from None
+                            raise LLMStalled(detail=f"no chunk for {self.stall_timeout:g} s") from None
+                        except (httpx2.TimeoutException, aiohttp.ServerTimeoutError):
+                            if assembler.finish_reason is not None:
+                                break
+                            if not started:
+                                raise _not_started("byte", self.stall_timeout) from None
+                            raise LLMStalled(detail=f"no byte for {self.stall_timeout:g} s") from None
+                        except (httpx2.TransportError, aiohttp.ClientError, ssl.SSLError) as exc:
+                            if assembler.finish_reason is not None:
+                                break
+                            raise LLMUnavailable(
+                                "The connection to the language model was cut mid-answer.",
+                                detail=f"{type(exc).__name__}: {exc}"[:_DETAIL_CHARS],
+                            ) from exc
+                        finally:
+                            watch.waiting = False
+                        lines = (pending + data if pending else data).split(b"\n")
+                        pending = lines.pop()
+                        events, error = assembler.read(lines, watch.progress)
+                        if events:
+                            started = True
+                            for event in events:
+                                yield event
+                        if error is not None:
+                            raise error
                 finally:
                     watch.close()
                 if pending[:5] == b"data:" and not assembler.done:  # a last line without its newline
@@ -203,16 +203,23 @@ class OpenAIChatModel:
         return Assembler().feed_completion(body)
 
 
-async def _reads(http: httpx2.Response) -> AsyncGenerator[bytes, None]:
-    """The response body as it arrives. Under the aiohttp transport, straight from aiohttp's reader:
-    a paced chunk then costs one read, not a stack of six async generators (httpx2's decoding and
-    accounting, the transport's adapter); aiohttp's errors are given the httpx2 types the caller
-    handles. Any other transport, or a compressed body, goes through `aiter_bytes()`."""
+def _reader(http: httpx2.Response) -> Callable[[], Awaitable[bytes]]:
+    """What reads the response body as it arrives, b"" at its end. Under the aiohttp transport,
+    aiohttp's own reader, called by the stream directly: a paced chunk then costs one read, not a
+    stack of async generators (httpx2's decoding and accounting, the transport's adapter, one of
+    ours); the stream takes aiohttp's errors beside httpx2's. Any other transport, or a compressed
+    body, goes through `aiter_bytes()`."""
     aiohttp_response = getattr(getattr(http.stream, "_stream", None), "_aiohttp_response", None)
     if aiohttp_response is None or http.headers.get("content-encoding", "identity") != "identity":
-        async for data in http.aiter_bytes():
-            yield data
-        return
+        chunks = http.aiter_bytes()
+
+        async def read() -> bytes:
+            async for data in chunks:
+                if data:
+                    return data
+            return b""
+
+        return read
     # From the body on, the stall watch (`_StallWatch`) bounds the silence between chunks: the client's
     # read timeout, which bounded the wait for the headers, would cancel and arm a timer in aiohttp for
     # every chunk (two objects for the garbage collector each). The next request on this connection
@@ -220,17 +227,8 @@ async def _reads(http: httpx2.Response) -> AsyncGenerator[bytes, None]:
     connection = aiohttp_response.connection
     if connection is not None and connection.protocol is not None:
         connection.protocol.read_timeout = None
-    content = aiohttp_response.content
-    while True:
-        try:
-            data = await content.readany()
-        except aiohttp.ServerTimeoutError as exc:
-            raise httpx2.ReadTimeout(str(exc)) from exc
-        except aiohttp.ClientError as exc:
-            raise httpx2.ReadError(str(exc) or type(exc).__name__) from exc
-        if not data:
-            return
-        yield data
+    readany: Callable[[], Awaitable[bytes]] = aiohttp_response.content.readany
+    return readany
 
 
 class _StallWatch:
