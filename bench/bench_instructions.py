@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import shutil
 import subprocess
@@ -48,6 +49,7 @@ from bench_server import (
     process,
     server_env,
     tail,
+    vernis_serve,
     wait_ready,
 )
 
@@ -90,7 +92,6 @@ async def count(
 ) -> Count:
     """`answers` answers of `tokens` tokens on a fresh server under callgrind."""
     await model.use(tokens=tokens, pace=pace)
-    port = free_port()
     data = Path(tempfile.mkdtemp(prefix="vernis-bench-instr-"))
     valgrind = [
         "valgrind",
@@ -98,16 +99,17 @@ async def count(
         "--instr-atstart=no",
         f"--callgrind-out-file={data}/callgrind.out.%p",
     ]
-    if target == "vernis":
-        env = {**server_env(base_env, model, data), "PYTHONHASHSEED": "0"}
-        command = [sys.executable, "-m", "vernis", "serve", "--demo", "--port", str(port)]
-        ws_url, ready = f"ws://127.0.0.1:{port}/api/assistant/ws", f"http://127.0.0.1:{port}/readyz"
-    else:
-        env = {**base_env, "PYTHONHASHSEED": "0"}
-        command = [sys.executable, "bench/relay.py", str(port), model.base_url]
-        ws_url, ready = f"ws://127.0.0.1:{port}/ws", f"http://127.0.0.1:{port}/"
     # The dump is written before the server is stopped: a kill past `process`'s wait loses nothing.
-    with process([*valgrind, *command], env, SERVER_CORE) as server:
+    with contextlib.ExitStack() as stack:
+        if target == "vernis":
+            env = {**server_env(base_env, model, data), "PYTHONHASHSEED": "0"}
+            vernis = stack.enter_context(vernis_serve(env, wrapper=valgrind))
+            server, ws_url, ready = vernis.child, vernis.ws_url, vernis.ready_url
+        else:
+            port = free_port()
+            relay = [*valgrind, sys.executable, "bench/relay.py", str(port), model.base_url]
+            server = stack.enter_context(process(relay, {**base_env, "PYTHONHASHSEED": "0"}, SERVER_CORE))
+            ws_url, ready = f"ws://127.0.0.1:{port}/ws", f"http://127.0.0.1:{port}/"
         for attempt in range(READY_TRIES):
             try:
                 await wait_ready(ready, server)

@@ -571,19 +571,23 @@ class Server:
     def ws_url(self) -> str:
         return f"ws://127.0.0.1:{self.port}/api/assistant/ws"
 
+    @property
+    def ready_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/readyz"
+
     def target(self) -> Target:
         return Target("vernis", self.ws_url, self.pid, True)
 
     async def ready(self) -> None:
-        await wait_ready(f"http://127.0.0.1:{self.port}/readyz", self.child)
+        await wait_ready(self.ready_url, self.child)
 
 
 @contextlib.contextmanager
-def vernis_serve(env: dict[str, str]) -> Iterator[Server]:
+def vernis_serve(env: dict[str, str], wrapper: Sequence[str] = ()) -> Iterator[Server]:
     """`vernis serve --demo` with `env`, on the server core, stopped at the end (`Server.ready`
-    waits for it to answer)."""
+    waits for it to answer); `wrapper`: a command it runs under (valgrind)."""
     port = free_port()
-    serve = [sys.executable, "-m", "vernis", "serve", "--demo", "--port", str(port)]
+    serve = [*wrapper, sys.executable, "-m", "vernis", "serve", "--demo", "--port", str(port)]
     with process(serve, env, SERVER_CORE) as child:
         yield Server(child, port)
 

@@ -197,7 +197,7 @@ class MemoryHub:
     def publish(self, conversation_id: UUID, event: Event) -> None:
         key = conversation_id.int
         seq = self._seq.get(key)
-        seq = (self._last(key) if seq is None else seq) + 1
+        seq = (self._start(key) if seq is None else seq) + 1
         self._seq[key] = seq
         frame = self._encode(event, seq)
         now = self._monotonic()
@@ -225,11 +225,13 @@ class MemoryHub:
 
     def _last(self, key: int) -> int:
         seq = self._seq.get(key)
-        if seq is None:
-            # The counter starts from the clock (microseconds), so that it keeps growing across
-            # restarts of the process without storing it: a client holding an older `seq` never
-            # mistakes a new event for one it has already seen.
-            seq = self._seq[key] = int(self._clock() * 1_000_000)
+        return self._start(key) if seq is None else seq
+
+    def _start(self, key: int) -> int:
+        # The counter starts from the clock (microseconds), so that it keeps growing across restarts
+        # of the process without storing it: a client holding an older `seq` never mistakes a new
+        # event for one it has already seen.
+        seq = self._seq[key] = int(self._clock() * 1_000_000)
         return seq
 
     async def in_flight(self, conversation_id: UUID) -> InFlight | None:
