@@ -16,6 +16,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from tests.fixtures.server import Client, Vernis, VernisFactory, text_of
 from vernis.model.scripted import Reply
+from vernis.ws import transport
 from vernis.ws.transport import Flag, Inbox, VernisProtocol
 
 MAX_FRAME = 65536
@@ -271,17 +272,29 @@ class _CountedWrites:
         return getattr(self._transport, name)
 
 
-async def test_frames_taken_in_one_step_go_out_in_one_write_in_order(vernis: Vernis) -> None:
-    """Text frames handed to the protocol in one step of the event loop leave in one write, at the step's end, in the order given."""
+async def test_a_frame_alone_is_written_at_once_and_frames_in_a_row_in_one_write_in_order(
+    vernis: Vernis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A text frame that comes more than CORK_SECONDS after the socket's last one is written at once; the frames that follow it within CORK_SECONDS leave together in one write at the step's end, in the order given; a frame after a pause is written at once again."""
+    now = [1000.0]
+    monkeypatch.setattr(transport, "monotonic", lambda: now[0])
     async with vernis.opened() as client:
         await still_open(client)
         protocol = _open_protocol(vernis)
         counted = protocol.transport = _CountedWrites(protocol.transport)  # type: ignore[assignment]
-        assert all(protocol.send_text_now(f'{{"n": {n}}}') for n in range(3))
-        assert counted.writes == []  # taken, not yet written
-        received = [orjson.loads(await client.ws.recv()) for _ in range(3)]
-        assert received == [{"n": 0}, {"n": 1}, {"n": 2}]
-        assert len(counted.writes) == 1
+        now[0] += 1
+        assert protocol.send_text_now('{"n": 0}')
+        assert len(counted.writes) == 1  # alone: written at once
+        now[0] += transport.CORK_SECONDS / 2
+        assert all(protocol.send_text_now(f'{{"n": {n}}}') for n in (1, 2, 3))
+        assert len(counted.writes) == 1  # in a row: taken, not yet written
+        received = [orjson.loads(await client.ws.recv()) for _ in range(4)]
+        assert received == [{"n": 0}, {"n": 1}, {"n": 2}, {"n": 3}]
+        assert len(counted.writes) == 2
+        now[0] += 2 * transport.CORK_SECONDS
+        assert protocol.send_text_now('{"n": 4}')
+        assert len(counted.writes) == 3
+        assert orjson.loads(await client.ws.recv()) == {"n": 4}
         await still_open(client)
 
 

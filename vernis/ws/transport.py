@@ -1,6 +1,6 @@
 """The WebSocket protocol Vernis runs under uvicorn: its keepalive (`vernis.ws.keepalive`), and a
-text frame written without the ASGI send's coroutine, for the frames of a streaming answer, those of
-one step of the event loop in one write.
+text frame written without the ASGI send's coroutine, for the frames of a streaming answer (those
+that come in a row in one write).
 
 A streamed delta is the one frame Vernis sends thousands of times a second. Through ASGI it costs a
 coroutine of starlette's `WebSocket.send`, one of uvicorn's `send`, and the websockets library's frame
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from time import monotonic
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from websockets.http11 import Request
@@ -34,12 +35,16 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-__all__ = ["SEND_TEXT", "Flag", "Inbox", "SendText", "VernisProtocol", "text_frame"]
+__all__ = ["CORK_SECONDS", "SEND_TEXT", "Flag", "Inbox", "SendText", "VernisProtocol", "text_frame"]
 
 # The scope extension: {"send": SendText}.
 SEND_TEXT = "vernis.send_text"
 
 SendText = Callable[[str], bool]
+
+# A frame that comes this soon after the socket's last one waits for the others of its step
+# (`VernisProtocol.send_text_now`); one that comes later is written at once.
+CORK_SECONDS = 0.001
 
 
 def text_frame(text: str) -> bytes:
@@ -124,9 +129,10 @@ class Flag:
 
 
 class VernisProtocol(KeepaliveProtocol):
-    # The frames `send_text_now` took in this step of the loop, None when there are none (a class
-    # default: an idle socket keeps no list).
+    # The frames `send_text_now` corked, None when there are none, and when it last wrote or corked
+    # one that came alone (class defaults: an idle socket keeps neither).
     _corked: list[bytes] | None = None
+    _written_at = float("-inf")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -151,15 +157,18 @@ class VernisProtocol(KeepaliveProtocol):
             scope["extensions"][SEND_TEXT] = {"send": self.send_text_now}
 
     def send_text_now(self, text: str) -> bool:
-        """Take a text frame to be written at the end of this step of the event loop; False, having
-        taken nothing, when it must go through ASGI.
+        """Write a text frame now, or with the others that come soon after it; False, having taken
+        nothing, when it must go through ASGI.
 
-        The frames taken in one step go out in one write (`_uncork`): the deltas of one read from the
-        model, an answer's last delta and its end, what a reconnect replays. A write is a system call,
-        the largest part of a delta's cost once the ASGI send is gone, and an answer streaming in
-        bursts brings several deltas per read (bench/results/2026-11-server.md). Order holds: the
-        ASGI send writes what was taken first (`send`), and nothing taken is written after a close
-        frame (it is dropped: the peer reads nothing after that)."""
+        A frame that comes alone (a paced answer's delta: one a read of the model's stream, tens of
+        milliseconds apart on one socket) is written at once. A frame that comes within
+        `CORK_SECONDS` of the last one written is corked: it and any that follow before the loop's
+        next step (an answer's last delta and its end, what a reconnect replays, a history) go out
+        in one write (`_uncork`). A write is a system call; the cork costs the event loop a step of
+        its own (bench/results/2026-11-server.md), so it is kept for the frames that come in a row.
+        Order holds: nothing is written past corked frames, the ASGI send writes what was corked
+        first (`send`), and nothing corked is written after a close frame (it is dropped: the peer
+        reads nothing after that)."""
         if (
             not self.handshake_complete
             or self.close_sent
@@ -171,11 +180,16 @@ class VernisProtocol(KeepaliveProtocol):
         ):
             return False
         corked = self._corked
-        if corked is None:
+        if corked is not None:
+            corked.append(text_frame(text))
+            return True
+        now = monotonic()
+        if now - self._written_at < CORK_SECONDS:
             self._corked = [text_frame(text)]
             self.loop.call_soon(self._uncork)
         else:
-            corked.append(text_frame(text))
+            self.transport.write(text_frame(text))
+        self._written_at = now
         return True
 
     def _uncork(self) -> None:
