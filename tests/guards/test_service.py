@@ -12,7 +12,7 @@ import pytest
 
 from tests.members import member
 from vernis.config import GuardsSection
-from vernis.guards import Action, GuardPolicy, GuardService, OrganizationPolicy, ScanResult
+from vernis.guards import Action, GuardPolicy, GuardService, OrganizationPolicy, ScanResult, service
 from vernis.guards.findings import Location
 from vernis.guards.scan import scan_text
 
@@ -110,6 +110,34 @@ async def test_a_scan_that_holds_the_gil_past_the_deadline_blocks() -> None:
     verdict = await guards.check_input("hello there", MEMBER, None)
     assert verdict.blocked
     assert verdict.failed
+
+
+async def test_the_built_in_scanner_scans_a_short_text_on_the_loop_and_a_long_one_in_a_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The built-in scanner scans a message of up to INLINE_CHARS on the loop's own thread (no worker hand-off) and a longer one, or tool arguments past that size, in a worker; the verdicts are the same either way (a card number is redacted)."""
+    scanned_on: list[str] = []
+    real = scan_text
+
+    def watched(text: str, policy: OrganizationPolicy, region: str | None) -> ScanResult:
+        scanned_on.append(threading.current_thread().name)
+        return real(text, policy, region)
+
+    # The service takes the scanner it is given; the inline path is for the built-in one only.
+    monkeypatch.setattr(service, "scan_text", watched)
+    guards = GuardService(scanner=watched)
+    card = "pay with 4111 1111 1111 1111 today"
+    short = await guards.check_input(card, MEMBER, CONVERSATION)
+    long = await guards.check_input(card + " " + "x" * service.INLINE_CHARS, MEMBER, CONVERSATION)
+    arguments = await guards.check_arguments(
+        "add_contact_note", {"note": card, "body": "y" * service.INLINE_CHARS}, MEMBER, CONVERSATION
+    )
+    assert scanned_on[0] == threading.current_thread().name
+    assert scanned_on[1].startswith("vernis-guard")
+    assert all(name.startswith("vernis-guard") for name in scanned_on[2:])
+    assert short.action is long.action is arguments.action is Action.REDACT
+    assert "4111" not in short.text
+    assert "4111" not in long.text
 
 
 async def test_write_arguments_are_redacted_nested_or_blocked() -> None:

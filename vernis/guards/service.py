@@ -8,9 +8,10 @@
                                       result untrusted (the data stays) and flags the answer
 
 Scans run in a worker thread with the policy's deadline and fail closed: a scan that raises or
-takes too long is a block (a tool result is withheld), said as such. Every finding that is not
-`allow` becomes an audit row (category, severity, action, where, the member and conversation;
-never the text) and a count in `finding_counts()`.
+takes too long is a block (a tool result is withheld), said as such. The built-in scanner's scans of
+short texts (a user message, most arguments) run on the caller's thread instead (`INLINE_CHARS`).
+Every finding that is not `allow` becomes an audit row (category, severity, action, where, the
+member and conversation; never the text) and a count in `finding_counts()`.
 """
 
 from __future__ import annotations
@@ -46,6 +47,14 @@ _audit = table_of(AuditEntry)
 # Strings shorter than this hold no finding worth a scan (tool results are full of ids and flags).
 _MIN_LENGTH = 6
 _WORKERS = 4
+# The built-in scanner (`scan_text`) scans texts of at most this many characters on the event loop's
+# thread. A worker gains nothing there: the scan is a few dozen searches that hold the GIL, linear in
+# the text (`tests/guards/test_backtracking.py`: a hostile text of 48,000 characters in tens of
+# milliseconds), so the loop waits for it either way, and a hand-off to a thread and back costs
+# more than the scan of a short message itself (two thread switches on a busy core). Longer
+# texts go to a worker, whose switches let the loop in between searches; so do all texts of
+# another scanner, which may block without holding the GIL.
+INLINE_CHARS = 2000
 _T = TypeVar("_T")
 
 Scanner = Callable[[str, OrganizationPolicy, str | None], ScanResult]
@@ -207,6 +216,16 @@ def _leaves(value: Any, path: tuple[Any, ...] = ()) -> Iterable[tuple[tuple[Any,
             yield from _leaves(item, (*path, index))
 
 
+def _size(value: Any) -> int:
+    """The characters of `value`'s texts (`_leaves`), counted up to just past `INLINE_CHARS`."""
+    size = 0
+    for _, text in _leaves(value):
+        size += len(text)
+        if size > INLINE_CHARS:
+            break
+    return size
+
+
 def _replace(value: Any, replacements: Mapping[tuple[Any, ...], str], path: tuple[Any, ...] = ()) -> Any:
     if path in replacements:
         return replacements[path]
@@ -262,7 +281,9 @@ class GuardService:
     async def check_input(self, text: str, member: Subject, conversation_id: UUID | None) -> InputVerdict:
         policy = self.policy.for_organization(member.org)
         try:
-            result = await self._scan(lambda: self._scanner(text, policy, self.policy.phone_region))
+            result = await self._scan(
+                lambda: self._scanner(text, policy, self.policy.phone_region), len(text)
+            )
         except Exception:
             await self._failed(Location.USER_INPUT, member, conversation_id, None)
             return InputVerdict(Action.BLOCK, "", failed=True)
@@ -289,7 +310,7 @@ class GuardService:
             return action, replacements, tuple(findings)
 
         try:
-            action, replacements, findings = await self._scan(scan)
+            action, replacements, findings = await self._scan(scan, _size(arguments))
         except Exception:
             await self._failed(Location.TOOL_ARGUMENTS, member, conversation_id, tool_name)
             return ArgumentsVerdict(Action.BLOCK, arguments, failed=True)
@@ -332,7 +353,7 @@ class GuardService:
             return replacements, tuple(findings or whole.findings)
 
         try:
-            replacements, findings = await self._scan(scan)
+            replacements, findings = await self._scan(scan, _size(data))
         except Exception:
             await self._failed(Location.TOOL_RESULT, member, conversation_id, tool_name)
             return ResultVerdict(None, failed=True)
@@ -354,11 +375,19 @@ class GuardService:
 
     # --- running, counting, auditing --------------------------------------------------------------
 
-    async def _scan(self, work: Callable[[], _T]) -> _T:
-        """`work`'s result from a worker; raises what it raised, or `TimeoutError` when it ended
-        after the deadline, whether or not its result came first."""
+    async def _scan(self, work: Callable[[], _T], size: int) -> _T:
+        """`work`'s result, a scan of `size` characters: on this thread for the built-in scanner
+        and a short text (`INLINE_CHARS`), else from a worker; raises what it raised, or
+        `TimeoutError` when it ended after the deadline, whether or not its result came first."""
         loop = asyncio.get_running_loop()
         started = loop.time()
+        if self._scanner is scan_text and size <= INLINE_CHARS:
+            try:
+                result = work()
+            except Exception:
+                logger.exception("guard scan failed; blocked")
+                raise
+            return self._in_time(result, loop.time() - started)
         future = self._workers.submit(work)
         # The deadline as one timer on the worker's future (what `asyncio.wait_for` does, with a
         # waiter, a callback and a coroutine of its own more, for every scan).
@@ -376,7 +405,10 @@ class GuardService:
             timer.cancel()
         # A result that came in before the timer was served is taken, however late: a search
         # holds the GIL to its end, so the loop may run again only once the scan is done.
-        took = loop.time() - started
+        return self._in_time(result, loop.time() - started)
+
+    def _in_time(self, result: _T, took: float) -> _T:
+        """`result`, unless its scan took longer than the deadline: then `TimeoutError`."""
         if took > self.policy.timeout:
             logger.error(
                 "guard scan took %.1f s, past its %.1f s deadline; blocked", took, self.policy.timeout
