@@ -7,11 +7,12 @@ import asyncio
 import io
 import logging
 import os
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import sqlalchemy as sa
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -37,7 +38,7 @@ from vernis.identity.tokens import TokenVerifier
 from vernis.limits.quotas import MemoryQuotaCounter, QuotaPolicy, QuotaService, RedisQuotaCounter
 from vernis.limits.rate import MemberRateLimiter, MemorySocketCap, RateLimiter, SocketCap
 from vernis.limits.redis import RedisRateLimiter, RedisSocketCap
-from vernis.limits.usage import UsageStore
+from vernis.limits.usage import Spent, UsageStore
 from vernis.metrics import Metrics
 from vernis.model.base import ChatModel, ModelRoute
 from vernis.model.openai import OpenAIChatModel
@@ -222,19 +223,31 @@ async def open_services(
             prefix=settings.redis_prefix,
         )
 
-        async def count_usage(answer: RunningAnswer, status: str) -> None:
+        def spent(answer: RunningAnswer) -> Spent | None:
             spec = answer.spec
-            if spec.member_id is not None and spec.organization_id is not None:
-                input_tokens, output_tokens = answer.tokens()
-                await quotas.record(
-                    organization_id=spec.organization_id,
-                    member_id=spec.member_id,
-                    model=answer.model,
-                    input_tokens=input_tokens,
-                    output_tokens=output_tokens,
-                    cached_tokens=answer.cached_tokens,
-                )
+            if spec.member_id is None or spec.organization_id is None:
+                return None
+            input_tokens, output_tokens = answer.tokens()
+            return quotas.spent(
+                organization_id=spec.organization_id,
+                member_id=spec.member_id,
+                model=answer.model,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cached_tokens=answer.cached_tokens,
+            )
 
+        def usage_rows(ended: Sequence[RunningAnswer]) -> tuple[sa.Executable, list[dict[str, Any]]] | None:
+            # The usage table first, in the answers' own transaction; the counters once it is in.
+            found = [item for item in map(spent, ended) if item is not None]
+            return quotas.usage.rows(found) if found else None
+
+        async def count_usage(answer: RunningAnswer, status: str) -> None:
+            found = spent(answer)
+            if found is not None:
+                await quotas.count(found)
+
+        answers.with_final_rows(usage_rows)
         answers.on_usage(count_usage)
         revocations: Revocations = MemoryRevocations()
         if redis is not None:

@@ -21,10 +21,12 @@ from vernis.conversation.store import (
     ConversationInfo,
     ConversationStore,
     DuplicateClientMessage,
+    MessageUpdate,
     StoredMessage,
 )
 from vernis.exceptions import Forbidden, InvalidMessage, NotFound, VernisError
-from vernis.store.models import Conversation, Message, table_of
+from vernis.limits.usage import Spent, UsageStore
+from vernis.store.models import Conversation, Message, MessageStatus, table_of
 from vernis_crm.demo.seed import SeedResult
 
 
@@ -472,6 +474,27 @@ async def test_an_exchange_beyond_the_bound_or_in_no_conversation_stores_nothing
     assert len(await exchanges.messages(conversation.id)) == 4
     with pytest.raises(NotFound):
         await exchanges.add_exchange(uuid.uuid4(), "nowhere", answer_id=uuid.uuid4(), model="m")
+
+
+async def test_final_rows_and_their_companions_are_one_transaction(
+    exchanges: ConversationStore, engine: AsyncEngine, demo: Demo
+) -> None:
+    """`update_messages(..., also=...)` writes the answers' rows and the other statements together (an answer's usage row is there with its final row), and when one of those fails, neither is written."""
+    conversation = await _new(exchanges, demo.owner)
+    answer_id = uuid.uuid4()
+    await exchanges.add_exchange(conversation.id, "hi", answer_id=answer_id, model="m")
+    usage = UsageStore(engine)
+    day = datetime.now(UTC).date()
+    spent = Spent(demo.owner.organization_id, demo.owner.id, day, "m", 10, 5, 0)
+    final = [MessageUpdate(answer_id, "Done.", None, MessageStatus.COMPLETE)]
+    bad_row = {**usage.rows([spent])[1][0], "member_id": None}  # NOT NULL: the insert fails
+    with pytest.raises(sa.exc.IntegrityError):
+        await exchanges.update_messages(final, also=[(usage.upsert, [bad_row])])
+    assert (await _message_row(engine, answer_id))["status"] == "streaming"
+    assert await usage.member_tokens(demo.owner.id, day) == 0
+    await exchanges.update_messages(final, also=[usage.rows([spent, spent])])
+    assert (await _message_row(engine, answer_id))["status"] == "complete"
+    assert await usage.member_tokens(demo.owner.id, day) == 30
 
 
 async def test_update_message_changes_only_given_fields(

@@ -20,7 +20,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import orjson
@@ -54,6 +54,9 @@ from vernis.tools.reviews import ReviewInfo
 from vernis.tools.runner import ToolRunner
 from vernis.tracing.spans import Tracing
 from vernis.webhooks.outbox import Outbox, ids
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 __all__ = ["AnswerService", "AnswerSpec", "RunningAnswer", "announce_review"]
 
@@ -156,6 +159,9 @@ class RunningAnswer:
 
 # Called once an answer is stored: (conversation id, the stored message's position, final status).
 AnswerStored = Callable[[RunningAnswer, str], Awaitable[None]]
+# What answers ending together change beside their rows, written in the same transaction: a
+# statement and its rows (none: nothing), given those answers (`AnswerService.with_final_rows`).
+FinalRows = Callable[[Sequence[RunningAnswer]], "tuple[sa.Executable, list[dict[str, Any]]] | None"]
 
 
 class AnswerService:
@@ -187,18 +193,32 @@ class AnswerService:
         self._flusher: asyncio.Task[None] | None = None
         # The group commit of answer rows: rows waiting to be written, and whether a writer is at work.
         # Final rows of answers ending together share one write (a group commit).
-        # Each with its `answer.completed` webhook rows (SPEC §22), written in the same transaction.
-        self._final_rows = GroupCommit[tuple[MessageUpdate, list[dict[str, Any]]]](
-            lambda items: store.update_messages(
-                [update for update, _ in items], [row for _, rows in items for row in rows]
-            )
+        # Each with its `answer.completed` webhook rows (SPEC §22), written in the same transaction,
+        # and what `with_final_rows` adds.
+        self._final_rows = GroupCommit[tuple[MessageUpdate, list[dict[str, Any]], RunningAnswer]](
+            self._write_final
         )
+        self._final_extras: list[FinalRows] = []
         self._outbox = outbox
         # Traces (SPEC §22): a span per answer when an OTLP endpoint is set.
         self._tracing = tracing or Tracing()
 
     def on_stored(self, hook: AnswerStored) -> None:
         self._stored_hooks.append(hook)
+
+    def with_final_rows(self, rows: FinalRows) -> None:
+        """What `rows` gives for the answers ending together is written in the transaction of their
+        final rows, and fails with them: an answer's usage costs no commit of its own."""
+        self._final_extras.append(rows)
+
+    async def _write_final(
+        self, items: list[tuple[MessageUpdate, list[dict[str, Any]], RunningAnswer]]
+    ) -> None:
+        ended = [answer for _, _, answer in items]
+        also = [found for extra in self._final_extras if (found := extra(ended)) is not None]
+        await self._store.update_messages(
+            [update for update, _, _ in items], [row for _, rows, _ in items for row in rows], also
+        )
 
     def on_usage(self, hook: AnswerStored) -> None:
         """`hook` runs once the answer is stored and before its end is published (the next
@@ -509,7 +529,7 @@ class AnswerService:
                 }
         try:
             await self._final_rows.submit(
-                [(self._row(answer, status, final=True), self._completed(answer, status))]
+                [(self._row(answer, status, final=True), self._completed(answer, status), answer)]
             )
             if self._outbox is not None and status == MessageStatus.COMPLETE:
                 self._outbox.written()

@@ -389,25 +389,33 @@ class ConversationStore:
         return user.stored(conversation_id, min(position for (position,) in positions), now)
 
     async def update_messages(
-        self, updates: Sequence[MessageUpdate], webhooks: list[dict[str, Any]] | None = None
+        self,
+        updates: Sequence[MessageUpdate],
+        webhooks: list[dict[str, Any]] | None = None,
+        also: Sequence[tuple[sa.Executable, list[dict[str, Any]]]] = (),
     ) -> None:
         """Write many answers' text, tool calls and status in one transaction (one statement, many
         rows): what the periodic flush of every streaming answer, and answers ending together, cost.
-        `webhooks`: outbox rows (`vernis.webhooks.outbox`) written in the same transaction."""
+        `webhooks`: outbox rows (`vernis.webhooks.outbox`) written in the same transaction; `also`:
+        other statements and their rows, written there too (an answer's usage)."""
         if not updates:
             return
         for update in updates:
             _sql.check_status(update.status)
         rows = _sql.answer_rows(updates, utcnow())
-        if not webhooks:
+        if not webhooks and not also:
             await self._transactions.execute(_sql.UPDATE_ANSWER, rows)
             return
 
-        def both(writer: Writer) -> None:
+        def together(writer: Writer) -> None:
             writer.execute(_sql.UPDATE_ANSWER, rows)
-            writer.execute(OUTBOX_INSERT, webhooks)
+            if webhooks:
+                writer.execute(OUTBOX_INSERT, webhooks)
+            for statement, more in also:
+                if more:
+                    writer.execute(statement, more)
 
-        await self._transactions.write(both)
+        await self._transactions.write(together)
 
     async def update_message(
         self,

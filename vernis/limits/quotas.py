@@ -36,7 +36,7 @@ from redis.exceptions import RedisError
 from vernis.config import QuotasSection
 from vernis.exceptions import QuotaExceeded, Unavailable
 from vernis.identity.members import MemberInfo
-from vernis.limits.usage import UsageStore
+from vernis.limits.usage import Spent, UsageStore
 
 __all__ = [
     "MemoryQuotaCounter",
@@ -286,20 +286,49 @@ class QuotaService:
         cached_tokens: int = 0,
     ) -> None:
         """Count one answer's tokens: the usage table first, then the running counters."""
-        now = self._clock()
-        day, month = Window.day(now), Window.month(now)
-        await self.usage.add(
+        spent = self.spent(
             organization_id=organization_id,
             member_id=member_id,
-            day=day.start,
             model=model,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             cached_tokens=cached_tokens,
         )
-        tokens = input_tokens + output_tokens
+        await self.usage.add(
+            organization_id=spent.organization_id,
+            member_id=spent.member_id,
+            day=spent.day,
+            model=spent.model,
+            input_tokens=spent.input_tokens,
+            output_tokens=spent.output_tokens,
+            cached_tokens=spent.cached_tokens,
+        )
+        await self.count(spent)
+
+    def spent(
+        self,
+        *,
+        organization_id: UUID,
+        member_id: UUID,
+        model: str,
+        input_tokens: int,
+        output_tokens: int,
+        cached_tokens: int = 0,
+    ) -> Spent:
+        """One answer's tokens on today's row of the usage table (`UsageStore.rows` writes them)."""
+        day = Window.day(self._clock()).start
+        return Spent(organization_id, member_id, day, model[:255], input_tokens, output_tokens, cached_tokens)
+
+    async def count(self, spent: Spent) -> None:
+        """Add tokens already in the usage table to the running counters."""
+        now = self._clock()
+        day, month = Window.day(now), Window.month(now)
+        tokens = spent.input_tokens + spent.output_tokens
         await self._counter.add(
-            [(self._member_key(member_id, day), tokens), (self._org_key(organization_id, month), tokens)]
+            [
+                (self._member_key(spent.member_id, day), tokens),
+                (self._org_key(spent.organization_id, month), tokens),
+            ]
         )
 
     async def _used(self, key: str, window: Window, stored: Coroutine[Any, Any, int]) -> int:

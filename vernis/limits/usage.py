@@ -1,8 +1,9 @@
 """Tokens spent, per member, UTC day and model (SPEC §15): the `assistant_usage` table.
 
-An answer adds its tokens once, at its end (`UsageStore.add`: an upsert that adds, so answers ending
-together on several instances never lose each other's counts; answers ending together in this
-process share one transaction). The tokens are the provider's own
+An answer adds its tokens once, at its end (an upsert that adds, so answers ending together on
+several instances never lose each other's counts): in the transaction of its final row
+(`UsageStore.rows`, which the answers' service writes with it), or in one of its own (`UsageStore.add`;
+answers ending together in this process share one). The tokens are the provider's own
 usage figures; a provider that sends none gets an estimate (`estimate_tokens`): about four
 characters per token, the whole request's text for input and the answer's text and tool arguments
 for output. Rows stay when a member's conversations are deleted: they hold counts, never text.
@@ -25,7 +26,7 @@ from vernis.store.engine import dialect_insert
 from vernis.store.models import Member, Usage, table_of
 from vernis.store.transactions import EngineTransactions, GroupCommit, Transactions
 
-__all__ = ["CHARS_PER_TOKEN", "DayUsage", "UsageStore", "estimate_tokens"]
+__all__ = ["CHARS_PER_TOKEN", "DayUsage", "Spent", "UsageStore", "estimate_tokens"]
 
 # The usual rule of thumb for English text with the common tokenizers; other scripts use more tokens
 # per character, so an estimate errs low for them.
@@ -59,7 +60,9 @@ class DayUsage:
 
 
 @dataclass(frozen=True, slots=True)
-class _Spent:
+class Spent:
+    """One answer's tokens, as the usage table adds them."""
+
     organization_id: UUID
     member_id: UUID
     day: date
@@ -95,7 +98,7 @@ class UsageStore:
         self._engine = engine
         self._transactions = transactions if transactions is not None else EngineTransactions(engine)
         # Answers ending together add their tokens in one transaction (a group commit).
-        self._spent = GroupCommit[_Spent](self._write)
+        self._spent = GroupCommit[Spent](self._write)
 
     async def add(
         self,
@@ -110,13 +113,22 @@ class UsageStore:
     ) -> None:
         """Add one answer's tokens to its member's day (`cached_tokens`: of the input tokens, those
         the provider read from its prompt cache)."""
-        spent = _Spent(
+        spent = Spent(
             organization_id, member_id, day, model[:255], input_tokens, output_tokens, cached_tokens
         )
         await self._spent.submit([spent])
 
-    async def _write(self, spent: list[_Spent]) -> None:
-        """One upsert per (member, day, model) of the batch, adding to what is stored."""
+    async def _write(self, spent: list[Spent]) -> None:
+        await self._transactions.execute(*self.rows(spent))
+
+    @property
+    def upsert(self) -> sa.Insert:
+        """The statement that adds a row of tokens to what is stored."""
+        return _upsert(self._engine.dialect)
+
+    def rows(self, spent: Iterable[Spent]) -> tuple[sa.Insert, list[dict[str, Any]]]:
+        """The upsert that adds `spent` to what is stored, and its rows: one per (member, day,
+        model), to be executed in any transaction (`Transactions.execute`, `Writer.execute`)."""
         rows: dict[tuple[UUID, date, str], dict[str, Any]] = {}
         for item in spent:
             row = rows.get((item.member_id, item.day, item.model))
@@ -136,8 +148,7 @@ class UsageStore:
                 row["output_tokens"] += item.output_tokens
                 row["cached_tokens"] += item.cached_tokens
                 row["answers"] += 1
-
-        await self._transactions.execute(_upsert(self._engine.dialect), list(rows.values()))
+        return self.upsert, list(rows.values())
 
     async def member_tokens(self, member_id: UUID, since: date) -> int:
         """A member's tokens (input and output) from `since` (a UTC day) on."""
