@@ -6,8 +6,9 @@ daily quota, per role (`[quotas.roles.<role>]`, which wins). 0 means no quota.
 
 Before each answer `QuotaService.check` compares what was used in the current windows with the
 limits and raises `QuotaExceeded` when one is used up; an answer already running finishes, and
-its tokens count. At an answer's end `record` adds its tokens to the usage table
-(`vernis.limits.usage`) and to the running counters.
+its tokens count. At an answer's end its tokens (`spent`) go to the usage table
+(`vernis.limits.usage`), in the transaction of the answer's final row, then to the running
+counters (`count`).
 
 The counters sit behind one small interface (`QuotaCounter`): this process's memory
 (`MemoryQuotaCounter`), or Redis (`RedisQuotaCounter`) with several instances, where every change
@@ -275,36 +276,6 @@ class QuotaService:
             ),
         )
 
-    async def record(
-        self,
-        *,
-        organization_id: UUID,
-        member_id: UUID,
-        model: str,
-        input_tokens: int,
-        output_tokens: int,
-        cached_tokens: int = 0,
-    ) -> None:
-        """Count one answer's tokens: the usage table first, then the running counters."""
-        spent = self.spent(
-            organization_id=organization_id,
-            member_id=member_id,
-            model=model,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cached_tokens=cached_tokens,
-        )
-        await self.usage.add(
-            organization_id=spent.organization_id,
-            member_id=spent.member_id,
-            day=spent.day,
-            model=spent.model,
-            input_tokens=spent.input_tokens,
-            output_tokens=spent.output_tokens,
-            cached_tokens=spent.cached_tokens,
-        )
-        await self.count(spent)
-
     def spent(
         self,
         *,
@@ -315,14 +286,14 @@ class QuotaService:
         output_tokens: int,
         cached_tokens: int = 0,
     ) -> Spent:
-        """One answer's tokens on today's row of the usage table (`UsageStore.rows` writes them)."""
+        """One answer's tokens on today's row of the usage table: `UsageStore.rows` writes them (in the
+        answer's own transaction), then `count` adds them to the running counters."""
         day = Window.day(self._clock()).start
         return Spent(organization_id, member_id, day, model[:255], input_tokens, output_tokens, cached_tokens)
 
     async def count(self, spent: Spent) -> None:
-        """Add tokens already in the usage table to the running counters."""
-        now = self._clock()
-        day, month = Window.day(now), Window.month(now)
+        """Add tokens already in the usage table to the running counters (of their row's day)."""
+        day, month = _day(spent.day), _month(spent.day.replace(day=1))
         tokens = spent.input_tokens + spent.output_tokens
         await self._counter.add(
             [
