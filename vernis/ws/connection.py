@@ -46,7 +46,7 @@ from vernis.ws.closecodes import CloseCode
 from vernis.ws.encoder import encode
 from vernis.ws.transport import SEND_TEXT, SendText
 
-__all__ = ["Connection", "ConnectionState"]
+__all__ = ["Connection", "ConnectionState", "out_of_reach"]
 
 logger = logging.getLogger("vernis.ws")
 
@@ -55,6 +55,16 @@ SEND_QUEUE_FRAMES = 4096
 FRAMES_BATCH = 256
 # How long a socket that is closing may take to send its queued frames and the close frame.
 CLOSE_FLUSH_SECONDS = 2.0
+
+
+def out_of_reach(exc: BaseException) -> bool:
+    """Whether `exc` says a dependency (the database) is out of reach rather than that the command
+    failed: a refused connection, or one cut in the middle of a statement, whichever class the
+    driver gives the error (asyncpg's "connection was closed in the middle of operation" comes as
+    a plain `DBAPIError`, its connection invalidated)."""
+    if isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError | OSError):
+        return True
+    return isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated
 
 
 class ConnectionState(enum.Enum):
@@ -274,13 +284,14 @@ class Connection:
                 self.close(CloseCode.AUTH_EXPIRED)
             except asyncio.CancelledError:
                 raise
-            except (sa_exc.OperationalError, sa_exc.InterfaceError, OSError) as exc:
-                # The database is out of reach (restarting, network): say so; the socket stays.
-                logger.warning("command failed, a dependency is unavailable: %r", exc)
-                self.send_error("unavailable", Unavailable.default_message)
-            except Exception:
-                logger.exception("command failed")
-                self.send_error("internal", "Something went wrong on the server; nothing was changed.")
+            except Exception as exc:
+                if out_of_reach(exc):
+                    # The database is out of reach (restarting, network): say so; the socket stays.
+                    logger.warning("command failed, a dependency is unavailable: %r", exc)
+                    self.send_error("unavailable", Unavailable.default_message)
+                else:
+                    logger.exception("command failed")
+                    self.send_error("internal", "Something went wrong on the server; nothing was changed.")
 
     # --- sending (the session's Outbox) ------------------------------------------------------------
 
