@@ -135,19 +135,19 @@ def test_cache_builds_from_stored_messages() -> None:
 
 def test_cache_is_bounded_by_the_bytes_it_holds() -> None:
     """The cache evicts the least recently used windows once the text they hold passes `max_bytes`, not by count."""
-    cache = WindowCache(50, max_bytes=100_000)
+    cache = WindowCache(50, max_bytes=250_000)
     small = [uuid.uuid4() for _ in range(200)]
     for conversation in small:
         cache.build(conversation, [])
         cache.get(conversation).append(WindowEntry("user", "hi"))  # type: ignore[union-attr]
-    assert len(cache) == 200  # 200 tiny windows fit in 100 KB
+    assert len(cache) == 200  # 200 tiny windows fit in 250 KB
     big = uuid.uuid4()
     window = cache.build(big, [])
     for n in range(40):
         window.append(WindowEntry("assistant", "x" * 2_000, ({"call_id": f"c{n}", "result": "y" * 100},)))
     # Growing after it was put is accounted: the big window pushed the oldest small ones out.
     assert cache.get(big) is window
-    assert cache.nbytes <= 100_000
+    assert cache.nbytes <= 250_000
     assert window.nbytes > 80_000
     assert cache.get(small[0]) is None
     assert cache.get(small[-1]) is not None
@@ -261,3 +261,23 @@ def test_a_window_built_from_storage_past_the_budget_is_due() -> None:
     assert window.tokens <= 250
     assert [entry.content[:2] for entry in window][-2:] == ["q9", "a9"]
     assert next(iter(window)).role == "user"
+
+
+def test_messages_are_kept_between_requests_and_follow_appends_and_cuts() -> None:
+    """`to_messages` gives a new list each time, with the same message dictionaries for the entries it already had (none made anew per request); an appended entry's messages follow at the end, tool calls as call and result pairs; after a cut the list starts at the first entry kept."""
+    call = {"call_id": "c1", "tool_name": "search", "arguments": {"q": "acme"}, "result": {"ok": True}}
+    window = ConversationWindow(4, [WindowEntry("user", "a"), WindowEntry("assistant", "b")], keep=2)
+    first = window.to_messages()
+    window.append(WindowEntry("user", "c"))
+    window.append(WindowEntry("assistant", "d", (call,)))
+    second = window.to_messages()
+    assert second is not first
+    assert all(old is new for old, new in zip(first, second, strict=False))
+    assert [m["role"] for m in second] == ["user", "assistant", "user", "assistant", "tool", "assistant"]
+    assert second[3]["tool_calls"][0]["function"] == {"name": "search", "arguments": '{"q":"acme"}'}
+    assert second[4] == {"role": "tool", "tool_call_id": "c1", "content": '{"ok":true}'}
+    second.append({"role": "user", "content": "not the window's"})
+    assert len(window.to_messages()) == 6
+    window.append(WindowEntry("user", "e"))
+    window.drop()
+    assert [m.get("content") for m in window.to_messages()] == ["c", None, '{"ok":true}', "d", "e"]

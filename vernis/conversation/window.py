@@ -47,8 +47,9 @@ __all__ = [
 # What the window cache may hold in all, measured as the text it keeps (a window of 50 long messages
 # with tool results is easily 100 KB; a count of conversations says nothing about memory).
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
-# What an entry costs beyond its text: the objects around it.
-_ENTRY_OVERHEAD = 200
+# What an entry costs beyond its text: the objects around it, its chat messages' dictionaries
+# included (`to_messages` keeps them), whose tool results are its calls' text again.
+_ENTRY_OVERHEAD = 500
 # A window that is never compacted (no answer ran on it) still stops growing at this many times
 # its size: it drops its older messages as a window without summaries would.
 _HARD_CAP = 2
@@ -87,7 +88,7 @@ class WindowEntry:
 
     def __post_init__(self) -> None:
         calls = orjson.dumps(self.tool_calls).decode() if self.tool_calls else ""
-        object.__setattr__(self, "nbytes", len(self.content) + len(calls) + _ENTRY_OVERHEAD)
+        object.__setattr__(self, "nbytes", len(self.content) + 2 * len(calls) + _ENTRY_OVERHEAD)
         object.__setattr__(self, "tokens", token_count.count(self.content) + token_count.count(calls))
 
 
@@ -116,6 +117,9 @@ class ConversationWindow:
         self.tokens = sum(entry.tokens for entry in self._entries)
         # What the provider counted for the history beyond this estimate (`observe`).
         self._uncounted = 0
+        # The entries as chat messages (`to_messages`), made when first asked for and extended as
+        # entries are appended; None: to be made again (after a cut).
+        self._messages: list[dict[str, Any]] | None = None
         self._cap()
         # Set by the cache holding the window, so that a window that grows is accounted again.
         self._grew: Callable[[ConversationWindow], None] | None = None
@@ -140,6 +144,8 @@ class ConversationWindow:
         self._entries.append(entry)
         self.nbytes += entry.nbytes
         self.tokens += entry.tokens
+        if self._messages is not None:
+            self._messages.extend(_messages_of(entry))
         self._cap()
         if self._grew is not None:
             self._grew(self)
@@ -192,6 +198,7 @@ class ConversationWindow:
             self.nbytes -= dropped.nbytes
             self.tokens -= dropped.tokens
         self._uncounted = 0
+        self._messages = None
 
     def _cap(self) -> None:
         if len(self._entries) > _HARD_CAP * self._size:
@@ -224,44 +231,56 @@ class ConversationWindow:
 
     def to_messages(self) -> list[dict[str, Any]]:
         """The window as OpenAI chat messages: tool calls become call + result message pairs; cut
-        (`within_budget`) when even what is left after the last cut passes the budget."""
-        messages: list[dict[str, Any]] = []
-        for entry in self._entries:
-            if entry.role == "user":
-                messages.append({"role": "user", "content": entry.content})
-                continue
-            calls = [call for call in entry.tool_calls if call.get("call_id") and call.get("tool_name")]
-            if calls:
-                messages.append(
-                    {
-                        "role": "assistant",
-                        "content": None,
-                        "tool_calls": [
-                            {
-                                "id": call["call_id"],
-                                "type": "function",
-                                "function": {
-                                    "name": call["tool_name"],
-                                    "arguments": orjson.dumps(call.get("arguments", {})).decode(),
-                                },
-                            }
-                            for call in calls
-                        ],
-                    }
-                )
-                messages.extend(
-                    {
-                        "role": "tool",
-                        "tool_call_id": call["call_id"],
-                        "content": orjson.dumps(for_model(call.get("result"))).decode(),
-                    }
-                    for call in calls
-                )
-            if entry.content:
-                messages.append({"role": "assistant", "content": entry.content})
+        (`within_budget`) when even what is left after the last cut passes the budget.
+
+        A new list each time, of message dictionaries the window keeps from one request to the next
+        (only an appended entry's are made anew, not the whole history's with every answer): they
+        are shared, and must not be changed in place (the prompt's helpers copy what they change)."""
+        messages = self._messages
+        if messages is None:
+            messages = self._messages = [
+                message for entry in self._entries for message in _messages_of(entry)
+            ]
         if self.budget is not None and self.tokens > self.budget:
             return within_budget(messages, self.budget)
-        return messages
+        return list(messages)
+
+
+def _messages_of(entry: WindowEntry) -> list[dict[str, Any]]:
+    """One entry as chat messages (`ConversationWindow.to_messages`)."""
+    if entry.role == "user":
+        return [{"role": "user", "content": entry.content}]
+    messages: list[dict[str, Any]] = []
+    calls = [call for call in entry.tool_calls if call.get("call_id") and call.get("tool_name")]
+    if calls:
+        messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call["call_id"],
+                        "type": "function",
+                        "function": {
+                            "name": call["tool_name"],
+                            "arguments": orjson.dumps(call.get("arguments", {})).decode(),
+                        },
+                    }
+                    for call in calls
+                ],
+            }
+        )
+        messages.extend(
+            {
+                "role": "tool",
+                "tool_call_id": call["call_id"],
+                "content": orjson.dumps(for_model(call.get("result"))).decode(),
+            }
+            for call in calls
+        )
+    if entry.content:
+        messages.append({"role": "assistant", "content": entry.content})
+    return messages
 
 
 class WindowCache:
