@@ -298,6 +298,26 @@ async def test_a_frame_alone_is_written_at_once_and_frames_in_a_row_in_one_write
         await still_open(client)
 
 
+class _Closing(_CountedWrites):
+    """The real transport, said to be closing (as between its `close()` and `connection_lost`)."""
+
+    def is_closing(self) -> bool:
+        return True
+
+
+async def test_a_closing_transport_takes_no_frame(vernis: Vernis) -> None:
+    """Once the transport is closing the protocol takes no text frame (send_text_now says False, the caller falls back to the ASGI send) and writes nothing: uvloop raises on a write to a closed transport."""
+    async with vernis.opened() as client:
+        await still_open(client)
+        protocol = _open_protocol(vernis)
+        real = protocol.transport
+        closing = protocol.transport = _Closing(real)  # type: ignore[assignment]
+        assert not protocol.send_text_now('{"n": 0}')
+        assert closing.writes == []
+        protocol.transport = real
+        await still_open(client)
+
+
 async def test_an_asgi_send_goes_out_after_the_frames_taken_before_it(vernis: Vernis) -> None:
     """A frame through the ASGI send (the writer's path, a close) is written after the frames the protocol took before it: a text frame, then a close frame, arrive in that order."""
     async with vernis.opened() as client:

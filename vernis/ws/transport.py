@@ -168,7 +168,8 @@ class VernisProtocol(KeepaliveProtocol):
         its own (bench/results/2026-11-server.md), so it is kept for the frames that come in a row.
         Order holds: nothing is written past corked frames, the ASGI send writes what was corked
         first (`send`), and nothing corked is written after a close frame (it is dropped: the peer
-        reads nothing after that)."""
+        reads nothing after that). A transport already closing takes nothing (uvloop's write on a
+        closed one raises): the ASGI send says why."""
         if (
             not self.handshake_complete
             or self.close_sent
@@ -177,6 +178,7 @@ class VernisProtocol(KeepaliveProtocol):
             or not self.writable.is_set()
             or self.conn.state is not State.OPEN
             or self.conn.extensions
+            or self.transport.is_closing()
         ):
             return False
         corked = self._corked
