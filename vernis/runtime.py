@@ -19,7 +19,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from vernis.answers.admission import Gate
 from vernis.answers.compaction import Compactor
-from vernis.answers.registry import AnswerService, RunningAnswer
+from vernis.answers.registry import AnswerService
+from vernis.answers.running import RunningAnswer
 from vernis.answers.titles import TitleService
 from vernis.attachments import AttachmentService, open_blob_store
 from vernis.config import ConfigError, EmbedSection, HostConfig

@@ -17,7 +17,7 @@ from cachetools import LRUCache
 
 from vernis.answers.admission import Admission
 from vernis.answers.loop import LoopSettings
-from vernis.answers.registry import AnswerSpec
+from vernis.answers.running import AnswerSpec
 from vernis.attachments import AttachmentInfo, with_attachments
 from vernis.conversation import events, tokens
 from vernis.conversation.records import CONTINUATION_PREFIX
