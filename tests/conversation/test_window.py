@@ -135,19 +135,19 @@ def test_cache_builds_from_stored_messages() -> None:
 
 def test_cache_is_bounded_by_the_bytes_it_holds() -> None:
     """The cache evicts the least recently used windows once the text they hold passes `max_bytes`, not by count."""
-    cache = WindowCache(50, max_bytes=250_000)
+    cache = WindowCache(50, max_bytes=200_000)
     small = [uuid.uuid4() for _ in range(200)]
     for conversation in small:
         cache.build(conversation, [])
         cache.get(conversation).append(WindowEntry("user", "hi"))  # type: ignore[union-attr]
-    assert len(cache) == 200  # 200 tiny windows fit in 250 KB
+    assert len(cache) == 200  # 200 tiny windows fit in 200 KB
     big = uuid.uuid4()
     window = cache.build(big, [])
     for n in range(40):
         window.append(WindowEntry("assistant", "x" * 2_000, ({"call_id": f"c{n}", "result": "y" * 100},)))
     # Growing after it was put is accounted: the big window pushed the oldest small ones out.
     assert cache.get(big) is window
-    assert cache.nbytes <= 250_000
+    assert cache.nbytes <= 200_000
     assert window.nbytes > 80_000
     assert cache.get(small[0]) is None
     assert cache.get(small[-1]) is not None

@@ -48,8 +48,9 @@ __all__ = [
 # with tool results is easily 100 KB; a count of conversations says nothing about memory).
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 # What an entry costs beyond its text: the objects around it, its chat messages' dictionaries
-# included (`to_messages` keeps them), whose tool results are its calls' text again.
-_ENTRY_OVERHEAD = 500
+# included (`to_messages` keeps them), whose tool results are its calls' text again. Measured with
+# tracemalloc for a one-message entry: about 130 bytes for the entry, 190 for its message.
+_ENTRY_OVERHEAD = 350
 # A window that is never compacted (no answer ran on it) still stops growing at this many times
 # its size: it drops its older messages as a window without summaries would.
 _HARD_CAP = 2
