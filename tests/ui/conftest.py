@@ -46,6 +46,31 @@ from vernis_crm.demo.seed import SeedResult
 from vernis_crm.web.embed import embed_host_app
 
 CHROMIUM = Path("/usr/bin/chromium")
+# The features Playwright's launcher (1.65, its `chromiumSwitches`) switches off: Chromium keeps only
+# the last `--disable-features` of its command line, so ours below carries these too
+# (`tests/ui/test_browser.py` checks the installed Playwright's list against it).
+PLAYWRIGHT_DISABLED_FEATURES = (
+    "AvoidUnnecessaryBeforeUnloadCheckSync",
+    "DestroyProfileOnBrowserClose",
+    "HttpsUpgrades",
+    "HttpsFirstBalancedModeAutoEnable",
+    "LensOverlay",
+    "MediaRouter",
+    "PaintHolding",
+    "ThirdPartyStoragePartitioning",
+    "AvoidCorsURLLoaderRestartOnRedirect",
+    "TcpPortRandomizationWin",
+    "OptimizationHints",
+    "NetworkTimeServiceQuerying",
+    "AimEnabled",
+    "PreconnectToSearch",
+    "msForceBrowserSignIn",
+    "msEdgeUpdateLaunchServicesPreferredVersion",
+)
+# The address bar's two pop-ups, web pages of the browser's own (`chrome://omnibox-popup.top-chrome`)
+# that new headless Chromium loads, unseen, into every window it opens: one window a test's browser
+# context, so two pages more to load and lay out per test, in a renderer of their own.
+UNSEEN_FEATURES = ("WebUIOmniboxPopup", "WebUIOmniboxAimPopup")
 # As the machine's notes prescribe: without the background-networking flags Chromium tries to reach
 # Google's hosts at every start, and this machine's closed network refuses them.
 CHROMIUM_FLAGS = [
@@ -57,6 +82,7 @@ CHROMIUM_FLAGS = [
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    "--disable-features=" + ",".join((*PLAYWRIGHT_DISABLED_FEATURES, *UNSEEN_FEATURES)),
 ]
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"

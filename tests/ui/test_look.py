@@ -12,7 +12,7 @@ from playwright.async_api import Route, expect
 from tests.fixtures.server import Vernis
 from tests.ui.conftest import UI, OpenUI
 from tests.ui.test_accessibility import audit
-from vernis.model.scripted import Quirk, Reply, ScriptedToolCall
+from vernis.model.scripted import Fault, Quirk, Reply, ScriptedToolCall
 
 DESKTOP = (1440, 900)
 PHONE = (390, 844)
@@ -234,7 +234,10 @@ async def test_the_configured_greeting_and_avatar_are_shown(vernis: Vernis, open
 async def test_thinking_shows_from_send_until_the_first_text(vernis: Vernis, open_ui: OpenUI) -> None:
     """A "Thinking…" line shows right after sending, animated unless reduced motion is asked, and is gone once the answer's text streams."""
     ui = await open_page(vernis, open_ui)
-    ui.vernis.scripted.add(Reply("Here it is.", chunk_delay=0.6), match="slowly")
+    # The first text is held 2 s (the role's chunk goes at once): time enough for the checks of the
+    # line on a loaded machine (a first word 0.6 s after the request once came before them).
+    first_text_held = Fault.stall(after=1, seconds=2.0)
+    ui.vernis.scripted.add(Reply("Here it is.", chunk_delay=0.6, fault=first_text_held), match="slowly")
     await ui.open()
     await ui.send("answer slowly")
     thinking = ui.log.locator(".thinking")
@@ -251,7 +254,7 @@ async def test_thinking_shows_from_send_until_the_first_text(vernis: Vernis, ope
     await ui.answered()
 
     await ui.page.emulate_media(reduced_motion="reduce")
-    ui.vernis.scripted.add(Reply("Calmly.", chunk_delay=0.8), match="calmly")
+    ui.vernis.scripted.add(Reply("Calmly.", fault=first_text_held), match="calmly")
     await ui.send("answer calmly")
     await expect(thinking).to_be_visible()
     await expect(thinking.locator(".thinking-dot")).to_have_css("animation-name", "none")
