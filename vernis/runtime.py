@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Coroutine, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import sqlalchemy as sa
 from redis.asyncio import Redis
@@ -238,13 +239,23 @@ async def open_services(
                 cached_tokens=answer.cached_tokens,
             )
 
+        # An ending answer's tokens as its usage row holds them, from that row's transaction to the
+        # counters: they add what the row got (its day too, should midnight pass between the two),
+        # reckoned once.
+        written: WeakKeyDictionary[RunningAnswer, Spent] = WeakKeyDictionary()
+
         def usage_rows(ended: Sequence[RunningAnswer]) -> tuple[sa.Executable, list[dict[str, Any]]] | None:
             # The usage table first, in the answers' own transaction; the counters once it is in.
-            found = [item for item in map(spent, ended) if item is not None]
+            found: list[Spent] = []
+            for answer in ended:
+                item = spent(answer)
+                if item is not None:
+                    written[answer] = item
+                    found.append(item)
             return quotas.usage.rows(found) if found else None
 
         async def count_usage(answer: RunningAnswer, status: str) -> None:
-            found = spent(answer)
+            found = written.pop(answer, None)
             if found is not None:
                 await quotas.count(found)
 

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 from vernis.answers.loop import (
@@ -47,9 +47,6 @@ from vernis.store.transactions import GroupCommit
 from vernis.tools.reviews import ReviewInfo
 from vernis.tracing.spans import Tracing
 from vernis.webhooks.outbox import Outbox, ids
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["AnswerService", "announce_review"]
 

@@ -98,7 +98,7 @@ class RunningAnswer:
         )
 
 
-# Called once an answer is stored: (conversation id, the stored message's position, final status).
+# Called once an answer's final row is written (or failed to be): the answer, its final status.
 AnswerStored = Callable[[RunningAnswer, str], Awaitable[None]]
 # What answers ending together change beside their rows, written in the same transaction: a
 # statement and its rows (none: nothing), given those answers (`AnswerService.with_final_rows`).
