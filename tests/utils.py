@@ -67,6 +67,68 @@ def _listening_socket(port: int) -> socket.socket:
     return sock
 
 
+class TestServer(uvicorn.Server):
+    """uvicorn's server, stopping as soon as it is told to and its connections are gone.
+
+    uvicorn's own looks at `should_exit` every 0.1 s, then gives the connections it asked to close
+    0.1 s whatever they do, then looks for those left and for running tasks every 0.1 s: about 0.19
+    s to stop a server with nothing to wait for, and a test stops two servers or more. Here
+    `should_exit` wakes the main loop at once (an event set by its setter, so the signal handlers
+    and tests that set the attribute work as with uvicorn's), and the shutdown waits for the
+    connections and tasks themselves, looking every few milliseconds. The rest (the Date header
+    renewed every second, the graceful timeout, the lifespan's end) is uvicorn's.
+    """
+
+    __test__ = False  # not a test class, for pytest
+
+    _POLL = 0.005
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        self._exit = asyncio.Event()
+        super().__init__(config)
+
+    @property
+    def should_exit(self) -> bool:
+        return self._exit.is_set()
+
+    @should_exit.setter
+    def should_exit(self, value: bool) -> None:
+        if value:
+            self._exit.set()
+        else:
+            self._exit.clear()
+
+    async def main_loop(self) -> None:
+        counter = 0  # `on_tick` renews the Date header when it is a multiple of 10: each second here
+        while not await self.on_tick(counter):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._exit.wait(), 1.0)
+            counter += 10
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for server in self.servers:
+            server.close()
+        for sock in sockets or []:
+            sock.close()
+        for connection in list(self.server_state.connections):
+            connection.shutdown()
+        try:
+            await asyncio.wait_for(self._drained(), timeout=self.config.timeout_graceful_shutdown)
+        except TimeoutError:
+            for task in self.server_state.tasks:
+                task.cancel(msg="Task cancelled, timeout graceful shutdown exceeded")
+        if not self.force_exit:
+            await self.lifespan.shutdown()
+
+    async def _drained(self) -> None:
+        state = self.server_state
+        # uvicorn's state is plain sets, with nothing to await: looked at, as uvicorn does.
+        while (state.connections or state.tasks) and not self.force_exit:  # noqa: ASYNC110
+            await asyncio.sleep(self._POLL)
+        for server in self.servers:
+            await server.wait_closed()
+
+
 @asynccontextmanager
 async def run_server(app: Any, **config: Any) -> AsyncIterator[uvicorn.Server]:
     """Serve `app` with a real uvicorn on a free loopback port, in the running event loop.
@@ -80,7 +142,7 @@ async def run_server(app: Any, **config: Any) -> AsyncIterator[uvicorn.Server]:
     config["port"] = sock.getsockname()[1]
     config.setdefault("log_level", "warning")
     config.setdefault("lifespan", "on")
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", **config))
+    server = TestServer(uvicorn.Config(app, host="127.0.0.1", **config))
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         while not server.started:
