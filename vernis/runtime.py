@@ -241,11 +241,12 @@ async def open_services(
 
         # An ending answer's tokens as its usage row holds them, from that row's transaction to the
         # counters: they add what the row got (its day too, should midnight pass between the two),
-        # reckoned once.
+        # reckoned once. Should that transaction fail, the counters still add them: the tokens were
+        # spent, and the quota holds until the counter lapses and is seeded again from the table.
         written: WeakKeyDictionary[RunningAnswer, Spent] = WeakKeyDictionary()
 
         def usage_rows(ended: Sequence[RunningAnswer]) -> tuple[sa.Executable, list[dict[str, Any]]] | None:
-            # The usage table first, in the answers' own transaction; the counters once it is in.
+            # The usage table first, in the answers' own transaction; the counters after it.
             found: list[Spent] = []
             for answer in ended:
                 item = spent(answer)
