@@ -25,6 +25,8 @@ _random = random.SystemRandom()  # not the global `random`, which Hypothesis see
 # How long a server asked to stop may take: its graceful shutdown (a few seconds) and the app's
 # lifespan end. A server still running past it has hung, and the test fails saying where.
 STOP_DEADLINE = 30.0
+# uvicorn's own logger, for what `TestServer` says in its place.
+_uvicorn_logger = logging.getLogger("uvicorn.error")
 
 
 def _ephemeral_low() -> int:
@@ -71,8 +73,8 @@ class TestServer(uvicorn.Server):
     """uvicorn's server, stopping as soon as it is told to and its connections are gone.
 
     uvicorn's own looks at `should_exit` every 0.1 s, then gives the connections it asked to close
-    0.1 s whatever they do, then looks for those left and for running tasks every 0.1 s: about 0.19
-    s to stop a server with nothing to wait for, and a test stops two servers or more. Here
+    0.1 s whatever they do, then looks for those left and for running tasks every 0.1 s, and a test
+    stops two servers or more (what that cost: `bench/results/2026-11-suite.md`, session 29). Here
     `should_exit` wakes the main loop at once (an event set by its setter, so the signal handlers
     and tests that set the attribute work as with uvicorn's), and the shutdown waits for the
     connections and tasks themselves, looking every few milliseconds. The rest (the Date header
@@ -115,6 +117,9 @@ class TestServer(uvicorn.Server):
         try:
             await asyncio.wait_for(self._drained(), timeout=self.config.timeout_graceful_shutdown)
         except TimeoutError:
+            _uvicorn_logger.error(
+                "Cancel %s running task(s), timeout graceful shutdown exceeded", len(self.server_state.tasks)
+            )
             for task in self.server_state.tasks:
                 task.cancel(msg="Task cancelled, timeout graceful shutdown exceeded")
         if not self.force_exit:
