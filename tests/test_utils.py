@@ -5,8 +5,11 @@ lifespan ended."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import httpx
+import pytest
 import websockets
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -42,19 +45,10 @@ class _App:
         except WebSocketDisconnect:
             pass
 
-    def lifespan(self, app: Starlette) -> _Lifespan:
-        return _Lifespan(self.shut_down)
-
-
-class _Lifespan:
-    def __init__(self, shut_down: asyncio.Event) -> None:
-        self._shut_down = shut_down
-
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._shut_down.set()
+    @asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        yield
+        self.shut_down.set()
 
 
 async def test_a_stopped_server_closes_its_sockets_with_1012_and_ends_the_lifespan() -> None:
@@ -86,8 +80,8 @@ async def test_a_request_in_flight_is_answered_whole_before_the_server_stops() -
             await asyncio.sleep(0.001)
         assert not server.servers[0].is_serving()
         # The app's lifespan does not end while the request is in flight.
-        done, _ = await asyncio.wait({asyncio.ensure_future(app.shut_down.wait())}, timeout=0.2)
-        assert not done
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(app.shut_down.wait(), 0.2)
         assert not response.done()
         app.release.set()
         assert (await asyncio.wait_for(response, 5)).text == "done " * 1000
